@@ -1,0 +1,38 @@
+"""plangate: declarative policy and plan verification for agent and automation plans.
+
+The public API (loaded lazily so that `plangate --version` stays fast):
+
+- `check(plan_paths, policy_paths)` / `check_sources(...)`: the static checker (`plangate.driver`)
+- `compile_policy(paths)`: a frozen, hashed `CompiledPolicy`
+- `Runtime`: the interpreter that executes a plan under a compiled policy
+- `tool`: the decorator that registers a Python function as a plan tool
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "check": ("plangate.driver", "check"),
+    "check_sources": ("plangate.driver", "check_sources"),
+    "CheckResult": ("plangate.driver", "CheckResult"),
+    "compile_policy": ("plangate.driver", "compile_policy"),
+    "CompiledPolicy": ("plangate.policy.compiled", "CompiledPolicy"),
+    "Runtime": ("plangate.runtime.host", "Runtime"),
+    "tool": ("plangate.runtime.tools", "tool"),
+}
+
+__all__ = ["__version__", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        module_name, attribute = _LAZY[name]
+        value = getattr(importlib.import_module(module_name), attribute)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'plangate' has no attribute {name!r}")

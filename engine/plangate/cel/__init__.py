@@ -1,0 +1,1 @@
+"""CEL: the expression language of plans and policies (syntax tree, printing, typing, evaluation)."""

@@ -1,0 +1,204 @@
+"""The CEL syntax tree shared by every later stage.
+
+Nodes are frozen, slotted dataclasses; their `span` is excluded from equality and hashing, so two
+expressions that read the same compare equal wherever they stand. The parser (`plangate.syntax`)
+builds them; `to_source` prints the canonical text that cel-python evaluates and that content
+hashes cover; `step_references` finds the `x.result…` references that make plan edges.
+
+Binary operators keep CEL's spelling: `||` `&&` `==` `!=` `<` `<=` `>` `>=` `in` `+` `-` `*` `/` `%`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Iterator, Union
+
+from plangate.source import NO_SPAN, Span
+
+
+@dataclass(frozen=True, slots=True)
+class Literal:
+    value: object  # int, float, str, bytes, bool or None
+    kind: str  # "int" | "uint" | "double" | "string" | "bytes" | "bool" | "null"
+    span: Span = field(default=NO_SPAN, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Ident:
+    name: str
+    span: Span = field(default=NO_SPAN, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Select:
+    operand: "Expr"
+    field: str
+    span: Span = field(default=NO_SPAN, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Index:
+    operand: "Expr"
+    index: "Expr"
+    span: Span = field(default=NO_SPAN, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    function: str
+    target: "Expr | None"
+    args: tuple["Expr", ...]
+    span: Span = field(default=NO_SPAN, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Unary:
+    op: str  # "!" | "-"
+    operand: "Expr"
+    span: Span = field(default=NO_SPAN, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Binary:
+    op: str
+    left: "Expr"
+    right: "Expr"
+    span: Span = field(default=NO_SPAN, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Conditional:
+    condition: "Expr"
+    then: "Expr"
+    otherwise: "Expr"
+    span: Span = field(default=NO_SPAN, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ListExpr:
+    items: tuple["Expr", ...]
+    span: Span = field(default=NO_SPAN, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class MapExpr:
+    entries: tuple[tuple["Expr", "Expr"], ...]
+    span: Span = field(default=NO_SPAN, compare=False, repr=False)
+
+
+Expr = Union[Literal, Ident, Select, Index, Call, Unary, Binary, Conditional, ListExpr, MapExpr]
+
+_PRECEDENCE = {"||": 1, "&&": 2, "==": 3, "!=": 3, "<": 3, "<=": 3, ">": 3, ">=": 3, "in": 3,
+               "+": 4, "-": 4, "*": 5, "/": 5, "%": 5}
+
+
+def children(expr: Expr) -> Iterator[Expr]:
+    if isinstance(expr, (Select,)):
+        yield expr.operand
+    elif isinstance(expr, Index):
+        yield expr.operand
+        yield expr.index
+    elif isinstance(expr, Call):
+        if expr.target is not None:
+            yield expr.target
+        yield from expr.args
+    elif isinstance(expr, Unary):
+        yield expr.operand
+    elif isinstance(expr, Binary):
+        yield expr.left
+        yield expr.right
+    elif isinstance(expr, Conditional):
+        yield expr.condition
+        yield expr.then
+        yield expr.otherwise
+    elif isinstance(expr, ListExpr):
+        yield from expr.items
+    elif isinstance(expr, MapExpr):
+        for key, value in expr.entries:
+            yield key
+            yield value
+
+
+def walk(expr: Expr) -> Iterator[Expr]:
+    """Every node of `expr`, pre-order, without recursion (deep trees are allowed)."""
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(reversed(list(children(node))))
+
+
+def root_ident(expr: Expr) -> Ident | None:
+    """`a` for `a.b[c].d`; None when the chain does not start at an identifier."""
+    while isinstance(expr, (Select, Index)):
+        expr = expr.operand
+    return expr if isinstance(expr, Ident) else None
+
+
+def step_references(expr: Expr) -> Iterator[tuple[str, Span]]:
+    """Each `x.result…` in `expr`: the step id `x` and the span of the identifier."""
+    for node in walk(expr):
+        if isinstance(node, Select) and node.field == "result" and isinstance(node.operand, Ident):
+            yield node.operand.name, node.operand.span
+
+
+def uses_bare_result(expr: Expr) -> Span | None:
+    """The span of the first bare `result` (the step's own result), if any."""
+    for node in walk(expr):
+        if isinstance(node, Ident) and node.name == "result":
+            return node.span
+    return None
+
+
+def _quote(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)
+
+
+def to_source(expr: Expr) -> str:
+    """Canonical CEL text for `expr` (fully determined by the tree, never by the spans)."""
+    return _print(expr, 0)
+
+
+def _print(expr: Expr, parent: int) -> str:
+    if isinstance(expr, Literal):
+        if expr.kind == "string":
+            return _quote(expr.value)  # type: ignore[arg-type]
+        if expr.kind == "bool":
+            return "true" if expr.value else "false"
+        if expr.kind == "null":
+            return "null"
+        if expr.kind == "uint":
+            return f"{expr.value}u"
+        if expr.kind == "bytes":
+            return "b" + _quote(expr.value.decode("latin-1"))  # type: ignore[union-attr]
+        if expr.kind == "double":
+            text = repr(float(expr.value))  # type: ignore[arg-type]
+            return text if ("." in text or "e" in text or "n" in text) else text + ".0"
+        return str(expr.value)
+    if isinstance(expr, Ident):
+        return expr.name
+    if isinstance(expr, Select):
+        return f"{_print(expr.operand, 9)}.{expr.field}"
+    if isinstance(expr, Index):
+        return f"{_print(expr.operand, 9)}[{_print(expr.index, 0)}]"
+    if isinstance(expr, Call):
+        args = ", ".join(_print(arg, 0) for arg in expr.args)
+        if expr.target is not None:
+            return f"{_print(expr.target, 9)}.{expr.function}({args})"
+        return f"{expr.function}({args})"
+    if isinstance(expr, Unary):
+        return f"{expr.op}{_print(expr.operand, 8)}"
+    if isinstance(expr, Binary):
+        level = _PRECEDENCE[expr.op]
+        text = f"{_print(expr.left, level)} {expr.op} {_print(expr.right, level + 1)}"
+        return f"({text})" if level < parent else text
+    if isinstance(expr, Conditional):
+        text = (f"{_print(expr.condition, 1)} ? {_print(expr.then, 1)} : "
+                f"{_print(expr.otherwise, 0)}")
+        return f"({text})" if parent > 0 else text
+    if isinstance(expr, ListExpr):
+        return "[" + ", ".join(_print(item, 0) for item in expr.items) + "]"
+    if isinstance(expr, MapExpr):
+        return "{" + ", ".join(f"{_print(k, 0)}: {_print(v, 0)}" for k, v in expr.entries) + "}"
+    raise TypeError(f"not a CEL node: {expr!r}")

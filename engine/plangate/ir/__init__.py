@@ -1,0 +1,1 @@
+"""The typed model (pydantic) of plans and policies, and the lowering from syntax trees."""

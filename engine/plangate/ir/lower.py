@@ -1,0 +1,669 @@
+"""Lowering: Lark's LALR reductions → the typed model.
+
+`Lowering` is handed to Lark as its internal transformer, so each grammar rule is turned into an IR
+node the moment it is reduced: no parse tree is built and nothing recurses, however deep the input.
+Spans come from the tokens and the nodes already built (named keyword terminals such as `STEP` and
+`RBRACE` are kept so a node's span covers its whole text).
+
+What the grammar cannot say is checked here and reported, never raised: clauses given twice, risk
+names, whole numbers, escapes, currencies inside a range, expression depth. A callback never fails
+on well-formed input; `Lowering.diagnostics` collects what it finds for the current file.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from lark import Token, Transformer
+
+from plangate.cel import ast as cel
+from plangate.diagnostics import Diagnostic, diagnostic
+from plangate.ir import nodes as ir
+from plangate.source import Span
+
+MAX_EXPRESSION_DEPTH = 96
+
+_DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "0": "\0",
+            "a": "\a", "b": "\b", "f": "\f", "v": "\v", "?": "?", "`": "`"}
+
+# The step clauses that may appear at most once; `expect`, `approval` and `after` may repeat.
+_SINGLE_STEP_CLAUSES = ("call", "risk", "cost", "time", "retry", "idempotency", "rollback", "when")
+
+
+class ExpressionTooDeep(Exception):
+    def __init__(self, span: Span) -> None:
+        super().__init__("expression too deep")
+        self.span = span
+
+
+class _Clause:
+    """A step/tool/test clause on its way into its block: kind, value and where it was written."""
+
+    __slots__ = ("kind", "value", "span")
+
+    def __init__(self, kind: str, value: Any, span: Span) -> None:
+        self.kind = kind
+        self.value = value
+        self.span = span
+
+
+class Lowering(Transformer):
+    """Builds IR from reductions; reset with `begin(file)` before each parse."""
+
+    def __init__(self) -> None:
+        super().__init__(visit_tokens=False)
+        self.file = ""
+        self.diagnostics: list[Diagnostic] = []
+        self._depth: dict[int, int] = {}
+
+    def begin(self, file: str) -> None:
+        self.file = file
+        self.diagnostics = []
+        self._depth = {}
+
+    # ---------------------------------------------------------------- helpers
+    def _tok(self, token: Token) -> Span:
+        return Span(self.file, token.start_pos, token.end_pos)
+
+    def _span(self, first: Any, last: Any) -> Span:
+        return Span(self.file, _start(first), _end(last))
+
+    def _report(self, name: str, span: Span, message: str, **extra: Any) -> None:
+        self.diagnostics.append(diagnostic(name, span, message, **extra))
+
+    def _string(self, token: Token) -> str:
+        raw = token.value[1:-1]
+        if "\\" not in raw:
+            return raw
+        out: list[str] = []
+        index = 0
+        while index < len(raw):
+            char = raw[index]
+            if char != "\\":
+                out.append(char)
+                index += 1
+                continue
+            escape = raw[index + 1] if index + 1 < len(raw) else ""
+            if escape in _ESCAPES:
+                out.append(_ESCAPES[escape])
+                index += 2
+            elif escape in ("u", "x", "U"):
+                width = {"u": 4, "x": 2, "U": 8}[escape]
+                digits = raw[index + 2:index + 2 + width]
+                try:
+                    out.append(chr(int(digits, 16)) if len(digits) == width else "")
+                    if len(digits) != width:
+                        raise ValueError
+                except ValueError:
+                    start = token.start_pos + 1 + index
+                    self._report("syntax-error", Span(self.file, start, start + 2 + len(digits)),
+                                 f"malformed escape `\\{escape}{digits}` in a string",
+                                 help=f"write `\\{escape}` followed by {width} hexadecimal digits")
+                    out.append("\ufffd")
+                index += 2 + width
+            else:
+                start = token.start_pos + 1 + index
+                self._report("syntax-error", Span(self.file, start, start + 2),
+                             f"unknown escape `\\{escape}` in a string",
+                             help='the escapes are `\\"`, `\\\\`, `\\n`, `\\t`, `\\r` and `\\uXXXX`')
+                out.append(escape)
+                index += 2
+        return "".join(out)
+
+    def _whole(self, token: Token, what: str, minimum: int = 0) -> int:
+        text = token.value
+        if not text.isdigit():
+            self._report("invalid-value", self._tok(token), f"{what} must be a whole number, not `{text}`")
+            return minimum
+        value = int(text)
+        if value < minimum:
+            self._report("invalid-value", self._tok(token), f"{what} must be at least {minimum}")
+            return minimum
+        return value
+
+    def _duration(self, token: Token) -> ir.Duration:
+        text = token.value
+        unit = text.lstrip("0123456789")
+        seconds = int(text[: len(text) - len(unit)]) * _DURATION_UNITS[unit]
+        return ir.Duration(seconds=int(seconds), text=text, span=self._tok(token))
+
+    def _risk(self, token: Token) -> ir.RiskRef:
+        name = token.value
+        level = ir.Risk.__members__.get(name)
+        if level is None:
+            from plangate.suggest import did_you_mean
+
+            self._report("unknown-risk", self._tok(token), f"`{name}` is not a risk class",
+                         help=did_you_mean(name, ir.RISK_NAMES)
+                         or "the risk classes are " + ", ".join(f"`{n}`" for n in ir.RISK_NAMES))
+        return ir.RiskRef(name=name, level=level, span=self._tok(token))
+
+    # ---------------------------------------------------------------- documents
+    def start(self, children: list) -> ir.Document:
+        plans = tuple(child for child in children if isinstance(child, ir.Plan))
+        policies = tuple(child for child in children if isinstance(child, ir.Policy))
+        span = self._span(children[0], children[-1]) if children else Span(self.file, 0, 0)
+        return ir.Document(file=self.file, plans=plans, policies=policies, span=span)
+
+    def expression(self, children: list) -> cel.Expr:
+        return children[0]
+
+    def version_clause(self, children: list) -> _Clause:
+        keyword, number = children
+        return _Clause("version", self._whole(number, "a version", 0), self._span(keyword, number))
+
+    # ---------------------------------------------------------------- plans
+    def plan(self, children: list) -> ir.Plan:
+        keyword, name, *items, close = children
+        fields: dict[str, Any] = {"non_goals": [], "scope": [], "success": [], "constraints": [],
+                                  "decisions": [], "steps": []}
+        seen: dict[str, Span] = {}
+        for item in items:
+            if isinstance(item, ir.Step):
+                fields["steps"].append(item)
+            elif isinstance(item, ir.Decision):
+                fields["decisions"].append(item)
+            elif isinstance(item, ir.Budget):
+                if self._once(seen, "budget", item.span):
+                    fields["budget"] = item
+            elif item.kind in ("version", "objective"):
+                if self._once(seen, item.kind, item.span):
+                    fields[item.kind] = item.value
+            elif item.kind == "scope":
+                fields["scope"].extend(item.value)
+            else:
+                fields[item.kind].append(item.value)
+        for key in ("non_goals", "scope", "success", "constraints", "decisions", "steps"):
+            fields[key] = tuple(fields[key])
+        return ir.Plan(id=name.value, id_span=self._tok(name), span=self._span(keyword, close), **fields)
+
+    def _once(self, seen: dict[str, Span], kind: str, span: Span) -> bool:
+        if kind in seen:
+            from plangate.diagnostics import Label
+
+            self._report("duplicate-clause", span, f"`{kind}` is given twice",
+                         labels=[Label(seen[kind], "first given here")],
+                         help=f"keep one `{kind}`")
+            return False
+        seen[kind] = span
+        return True
+
+    def objective_clause(self, children: list) -> _Clause:
+        (text,) = children
+        return _Clause("objective", self._string(text), self._tok(text))
+
+    def non_goal_clause(self, children: list) -> _Clause:
+        (text,) = children
+        return _Clause("non_goals", self._string(text), self._tok(text))
+
+    def scope_clause(self, children: list) -> _Clause:
+        return _Clause("scope", [self._string(t) for t in children], self._span(children[0], children[-1]))
+
+    def success_clause(self, children: list) -> _Clause:
+        (text,) = children
+        return _Clause("success", self._string(text), self._tok(text))
+
+    def constraint_clause(self, children: list) -> _Clause:
+        (text,) = children
+        return _Clause("constraints", self._string(text), self._tok(text))
+
+    def decision_pending(self, children: list) -> _Clause:
+        return _Clause("pending", None, self._tok(children[0]))
+
+    def decision_resolved(self, children: list) -> _Clause:
+        (answer,) = children
+        return _Clause("resolved", self._string(answer), self._tok(answer))
+
+    def decision_clause(self, children: list) -> ir.Decision:
+        keyword, question, state = children
+        return ir.Decision(question=self._string(question), pending=state.kind == "pending",
+                           answer=state.value, span=self._span(keyword, state))
+
+    def budget_cost(self, children: list) -> _Clause:
+        keyword, money = children
+        return _Clause("cost", money, self._span(keyword, money))
+
+    def budget_time(self, children: list) -> _Clause:
+        keyword, duration = children
+        return _Clause("time", self._duration(duration), self._span(keyword, duration))
+
+    def budget_calls(self, children: list) -> _Clause:
+        keyword, number = children
+        return _Clause("calls", self._whole(number, "a call budget"), self._span(keyword, number))
+
+    def budget_block(self, children: list) -> ir.Budget:
+        keyword, *items, close = children
+        seen: dict[str, Span] = {}
+        fields = {item.kind: item.value for item in items if self._once(seen, item.kind, item.span)}
+        return ir.Budget(span=self._span(keyword, close), **fields)
+
+    def after_list(self, children: list) -> list[ir.Name]:
+        return [ir.Name(name=token.value, span=self._tok(token)) for token in children]
+
+    def step_block(self, children: list) -> ir.Step:
+        keyword, name, after, *clauses, close = children
+        fields: dict[str, Any] = {}
+        after_names: list[ir.Name] = list(after or ())
+        expects: list[ir.Expectation] = []
+        approvals: list[ir.ApprovalSpec] = []
+        seen: dict[str, Span] = {}
+        for clause in clauses:
+            if clause.kind == "after":
+                after_names.extend(clause.value)
+            elif clause.kind == "expect":
+                expects.append(ir.Expectation(expr=clause.value, span=clause.span))
+            elif clause.kind == "approval":
+                approvals.append(clause.value)
+            elif self._once(seen, clause.kind, clause.span):
+                fields[clause.kind] = clause.value
+                if clause.kind == "retry":
+                    fields["retry_span"] = clause.span
+        return ir.Step(
+            id=name.value,
+            kind="check" if keyword.type == "CHECK" else "step",
+            id_span=self._tok(name),
+            after=tuple(after_names),
+            expects=tuple(expects),
+            approvals=tuple(approvals),
+            span=self._span(keyword, close),
+            **fields,
+        )
+
+    def call_clause(self, children: list) -> _Clause:
+        keyword, call = children
+        return _Clause("call", call, self._span(keyword, call))
+
+    def rollback_clause(self, children: list) -> _Clause:
+        keyword, call = children
+        return _Clause("rollback", call, self._span(keyword, call))
+
+    def risk_clause(self, children: list) -> _Clause:
+        keyword, name = children
+        return _Clause("risk", self._risk(name), self._span(keyword, name))
+
+    def cost_clause(self, children: list) -> _Clause:
+        keyword, money = children
+        return _Clause("cost", ir.CostRange(low=money, high=money, span=money.span), self._span(keyword, money))
+
+    def cost_range_clause(self, children: list) -> _Clause:
+        keyword, low, high = children
+        if low.currency is None and high.currency is not None:
+            low = ir.Money(amount=low.amount, currency=high.currency, span=low.span)
+        elif low.currency is not None and high.currency is None:
+            high = ir.Money(amount=high.amount, currency=low.currency, span=high.span)
+        elif low.currency != high.currency:
+            self._report("currency-mismatch", self._span(low, high),
+                         f"a cost range cannot go from `{low.currency}` to `{high.currency}`",
+                         help="write both ends in one currency")
+        if low.amount > high.amount:
+            self._report("invalid-value", self._span(low, high),
+                         f"the range `{low.amount}..{high.amount}` is empty: its low end is above its high end",
+                         help=f"did you mean `{high.amount}..{low.amount}`?")
+        span = self._span(low, high)
+        return _Clause("cost", ir.CostRange(low=low, high=high, span=span), self._span(keyword, high))
+
+    def time_clause(self, children: list) -> _Clause:
+        keyword, duration = children
+        return _Clause("time", self._duration(duration), self._span(keyword, duration))
+
+    def retry_clause(self, children: list) -> _Clause:
+        keyword, number = children
+        return _Clause("retry", self._whole(number, "a retry count"), self._span(keyword, number))
+
+    def expect_clause(self, children: list) -> _Clause:
+        keyword, expr = children
+        return _Clause("expect", expr, self._span(keyword, expr))
+
+    def idempotency_clause(self, children: list) -> _Clause:
+        keyword, expr = children
+        return _Clause("idempotency", expr, self._span(keyword, expr))
+
+    def when_clause(self, children: list) -> _Clause:
+        keyword, expr = children
+        return _Clause("when", expr, self._span(keyword, expr))
+
+    def approval_clause(self, children: list) -> _Clause:
+        keyword, spec = children
+        spec = spec.model_copy(update={"span": self._span(keyword, spec)})
+        return _Clause("approval", spec, spec.span)
+
+    def after_clause(self, children: list) -> _Clause:
+        (names,) = children
+        return _Clause("after", names, self._span(names[0], names[-1]))
+
+    def approval_spec(self, children: list) -> ir.ApprovalSpec:
+        keyword, count, role, within = children
+        count_value = 1 if count is None else self._whole(count, "an approver count", 1)
+        duration = self._duration(within) if within is not None else None
+        last = within if within is not None else role
+        return ir.ApprovalSpec(count=count_value, role=self._string(role), within=duration,
+                               span=self._span(keyword, last))
+
+    def tool_name(self, children: list) -> tuple[str, Span]:
+        return ".".join(token.value for token in children), self._span(children[0], children[-1])
+
+    def tool_call(self, children: list) -> ir.ToolCall:
+        (name, name_span), *args, close = children
+        arguments = tuple(arg for arg in args if arg is not None)
+        return ir.ToolCall(tool=name, tool_span=name_span, args=arguments,
+                           span=Span(self.file, name_span.start, close.end_pos))
+
+    def call_arg(self, children: list) -> ir.Argument:
+        name, value = children
+        return ir.Argument(name=name.value, value=value, span=self._span(name, value))
+
+    def money(self, children: list) -> ir.Money:
+        number, currency = children
+        try:
+            amount = Decimal(number.value)
+        except InvalidOperation:  # the NUMBER terminal only admits valid decimals; kept as a guard
+            amount = Decimal(0)
+        last = currency if currency is not None else number
+        return ir.Money(amount=amount, currency=currency.value.lower() if currency is not None else None,
+                        span=self._span(number, last))
+
+    # ---------------------------------------------------------------- policies
+    def policy(self, children: list) -> ir.Policy:
+        keyword, name, *items, close = children
+        fields: dict[str, Any] = {"tools": [], "requirements": [], "rules": [], "limits": [], "tests": []}
+        seen: dict[str, Span] = {}
+        for item in items:
+            if isinstance(item, ir.ToolEntry):
+                fields["tools"].append(item)
+            elif isinstance(item, ir.Requirement):
+                fields["requirements"].append(item)
+            elif isinstance(item, ir.Rule):
+                fields["rules"].append(item)
+            elif isinstance(item, ir.Limit):
+                fields["limits"].append(item)
+            elif isinstance(item, ir.PolicyTest):
+                fields["tests"].append(item)
+            elif item.kind == "unknown_tools":
+                if self._once(seen, "unknown_tools", item.span):
+                    fields["unknown_tools"] = item.value
+                    fields["unknown_tools_span"] = item.span
+            elif self._once(seen, item.kind, item.span):
+                fields[item.kind] = item.value
+        for key in ("tools", "requirements", "rules", "limits", "tests"):
+            fields[key] = tuple(fields[key])
+        return ir.Policy(id=name.value, id_span=self._tok(name), span=self._span(keyword, close), **fields)
+
+    def tool_pattern(self, children: list) -> tuple[str, Span]:
+        tokens = [token for token in children if token is not None]
+        names = ".".join(token.value for token in tokens if token.type == "NAME")
+        text = "*" if tokens[0].type == "STAR" else names + (".*" if tokens[-1].type == "DOT_STAR" else "")
+        return text, self._span(tokens[0], tokens[-1])
+
+    def tool_entry(self, children: list) -> ir.ToolEntry:
+        keyword, (pattern, pattern_span), *items, close = children
+        fields: dict[str, Any] = {}
+        seen: dict[str, Span] = {}
+        for item in items:
+            if self._once(seen, item.kind, item.span):
+                fields[item.kind] = item.value
+        return ir.ToolEntry(pattern=pattern, pattern_span=pattern_span, span=self._span(keyword, close),
+                            **fields)
+
+    def tool_risk(self, children: list) -> _Clause:
+        keyword, name = children
+        return _Clause("risk", self._risk(name), self._span(keyword, name))
+
+    def tool_cost(self, children: list) -> _Clause:
+        keyword, money = children
+        return _Clause("cost", money, self._span(keyword, money))
+
+    def tool_time(self, children: list) -> _Clause:
+        keyword, duration = children
+        return _Clause("time", self._duration(duration), self._span(keyword, duration))
+
+    def tool_args(self, children: list) -> _Clause:
+        keyword, *specs, close = children
+        specs = [spec for spec in specs if spec is not None]
+        seen: dict[str, Span] = {}
+        unique = []
+        for spec in specs:
+            if self._once(seen, f"argument {spec.name}", spec.span):
+                unique.append(spec)
+        return _Clause("args", tuple(unique), self._span(keyword, close))
+
+    def arg_spec(self, children: list) -> ir.ArgSpec:
+        name, type_name, optional = children
+        if type_name.value not in ir.ARG_TYPES:
+            from plangate.suggest import did_you_mean
+
+            self._report("unknown-arg-type", self._tok(type_name), f"`{type_name.value}` is not a type",
+                         help=did_you_mean(type_name.value, ir.ARG_TYPES)
+                         or "the types are " + ", ".join(f"`{t}`" for t in ir.ARG_TYPES))
+        last = optional if optional is not None else type_name
+        return ir.ArgSpec(name=name.value, type=type_name.value, optional=optional is not None,
+                          span=self._span(name, last))
+
+    def unknown_tools_clause(self, children: list) -> _Clause:
+        keyword, value = children
+        mode = value.value
+        if mode not in ("deny", "warn"):
+            self._report("invalid-value", self._tok(value), f"`unknown_tools` takes `deny` or `warn`, not `{mode}`")
+            mode = "deny"
+        return _Clause("unknown_tools", mode, self._span(keyword, value))
+
+    def requirement_kind(self, children: list) -> Token:
+        return children[0]
+
+    def require_clause(self, children: list) -> ir.Requirement:
+        keyword, kind, _when, condition, approval = children
+        last = approval or condition or kind
+        if kind.value == "approval" and approval is None:
+            self._report("syntax-error", self._span(keyword, last),
+                         "`require approval` needs `by role \"R\"`: who must approve",
+                         help='write `require approval when … by role "operator" within 1h`')
+        if kind.value != "approval" and approval is not None:
+            self._report("syntax-error", approval.span,
+                         f"`by role` belongs to `require approval`, not `require {kind.value}`")
+            approval = None
+        return ir.Requirement(kind=kind.value, when=condition, approval=approval,
+                              span=self._span(keyword, last))
+
+    def _rule(self, effect: str, children: list) -> ir.Rule:
+        keyword, name, _when, condition, because = children
+        last = because if because is not None else condition
+        return ir.Rule(effect=effect, name=self._string(name), when=condition,
+                       because=self._string(because) if because is not None else None,
+                       span=self._span(keyword, last))
+
+    def deny_rule(self, children: list) -> ir.Rule:
+        return self._rule("deny", children)
+
+    def warn_rule(self, children: list) -> ir.Rule:
+        return self._rule("warn", children)
+
+    def limit_clause(self, children: list) -> ir.Limit:
+        keyword, name, value = children
+        return ir.Limit(name=name.value, value=value, span=self._span(keyword, value))
+
+    def duration_value(self, children: list) -> ir.Duration:
+        return self._duration(children[0])
+
+    def test_block(self, children: list) -> ir.PolicyTest:
+        keyword, name, *items, close = children
+        call = None
+        risk = None
+        expects: list[ir.TestExpect] = []
+        seen: dict[str, Span] = {}
+        for item in items:
+            if item.kind == "expect":
+                expects.append(item.value)
+            elif self._once(seen, item.kind, item.span):
+                if item.kind == "call":
+                    call = item.value
+                else:
+                    risk = item.value
+        span = self._span(keyword, close)
+        if call is None:
+            self._report("missing-call", span, f"policy test `{self._string(name)}` has no `call`",
+                         help="add the call to decide, e.g. `call payments.refund(amount: 900.0)`")
+            call = ir.ToolCall(tool="", span=span)
+        if not expects:
+            self._report("syntax-error", span, f"policy test `{self._string(name)}` has no `expect`",
+                         help='add `expect allow` or `expect deny "rule-name"`')
+        return ir.PolicyTest(name=self._string(name), call=call, risk=risk, expects=tuple(expects), span=span)
+
+    def test_call(self, children: list) -> _Clause:
+        keyword, call = children
+        return _Clause("call", call, self._span(keyword, call))
+
+    def test_risk(self, children: list) -> _Clause:
+        keyword, name = children
+        return _Clause("risk", self._risk(name), self._span(keyword, name))
+
+    def test_expect(self, children: list) -> _Clause:
+        keyword, expectation = children
+        expectation = expectation.model_copy(update={"span": self._span(keyword, expectation)})
+        return _Clause("expect", expectation, expectation.span)
+
+    def expect_allow(self, children: list) -> ir.TestExpect:
+        return ir.TestExpect(effect="allow", span=self._tok(children[0]))
+
+    def expect_deny(self, children: list) -> ir.TestExpect:
+        keyword, name = children
+        return ir.TestExpect(effect="deny", rule=self._string(name) if name is not None else None,
+                             span=self._span(keyword, name if name is not None else keyword))
+
+    def expect_warn(self, children: list) -> ir.TestExpect:
+        keyword, name = children
+        return ir.TestExpect(effect="warn", rule=self._string(name) if name is not None else None,
+                             span=self._span(keyword, name if name is not None else keyword))
+
+    def expect_require(self, children: list) -> ir.TestExpect:
+        keyword, kind = children
+        return ir.TestExpect(effect="require", rule=kind.value, span=self._span(keyword, kind))
+
+    # ---------------------------------------------------------------- CEL
+    def _node(self, node: Any, *parts: Any) -> Any:
+        depth = 1 + max((self._depth.get(id(part), 1) for part in parts), default=0)
+        if depth > MAX_EXPRESSION_DEPTH:
+            raise ExpressionTooDeep(node.span)
+        if depth > 2:
+            self._depth[id(node)] = depth
+        return node
+
+    def _binary(self, op: str, children: list) -> cel.Binary:
+        left, right = children
+        return self._node(cel.Binary(op, left, right, self._span(left, right)), left, right)
+
+    def or_op(self, c: list) -> cel.Binary: return self._binary("||", c)
+    def and_op(self, c: list) -> cel.Binary: return self._binary("&&", c)
+    def eq_op(self, c: list) -> cel.Binary: return self._binary("==", c)
+    def ne_op(self, c: list) -> cel.Binary: return self._binary("!=", c)
+    def lt_op(self, c: list) -> cel.Binary: return self._binary("<", c)
+    def le_op(self, c: list) -> cel.Binary: return self._binary("<=", c)
+    def gt_op(self, c: list) -> cel.Binary: return self._binary(">", c)
+    def ge_op(self, c: list) -> cel.Binary: return self._binary(">=", c)
+    def in_op(self, c: list) -> cel.Binary: return self._binary("in", c)
+    def add_op(self, c: list) -> cel.Binary: return self._binary("+", c)
+    def sub_op(self, c: list) -> cel.Binary: return self._binary("-", c)
+    def mul_op(self, c: list) -> cel.Binary: return self._binary("*", c)
+    def div_op(self, c: list) -> cel.Binary: return self._binary("/", c)
+    def mod_op(self, c: list) -> cel.Binary: return self._binary("%", c)
+
+    def conditional(self, children: list) -> cel.Conditional:
+        condition, _question, then, otherwise = children
+        node = cel.Conditional(condition, then, otherwise, self._span(condition, otherwise))
+        return self._node(node, condition, then, otherwise)
+
+    def not_op(self, children: list) -> cel.Unary:
+        bang, operand = children
+        return self._node(cel.Unary("!", operand, self._span(bang, operand)), operand)
+
+    def neg_op(self, children: list) -> cel.Expr:
+        minus, operand = children
+        if isinstance(operand, cel.Literal) and operand.kind in ("int", "double"):
+            return cel.Literal(-operand.value, operand.kind, self._span(minus, operand))  # type: ignore[operator]
+        return self._node(cel.Unary("-", operand, self._span(minus, operand)), operand)
+
+    def select(self, children: list) -> cel.Select:
+        operand, name = children
+        return self._node(cel.Select(operand, name.value, self._span(operand, name)), operand)
+
+    def method_call(self, children: list) -> cel.Call:
+        target, name, args, close = children
+        args = tuple(args or ())
+        return self._node(cel.Call(name.value, target, args, self._span(target, close)), target, *args)
+
+    def index(self, children: list) -> cel.Index:
+        operand, key, close = children
+        return self._node(cel.Index(operand, key, self._span(operand, close)), operand, key)
+
+    def ident(self, children: list) -> cel.Ident:
+        (name,) = children
+        return cel.Ident(name.value, self._tok(name))
+
+    def function_call(self, children: list) -> cel.Call:
+        name, args, close = children
+        args = tuple(args or ())
+        return self._node(cel.Call(name.value, None, args, self._span(name, close)), *args)
+
+    def parens(self, children: list) -> cel.Expr:
+        return children[1]
+
+    def list_literal(self, children: list) -> cel.ListExpr:
+        open_, items, close = children
+        items = tuple(items or ())
+        return self._node(cel.ListExpr(items, self._span(open_, close)), *items)
+
+    def map_literal(self, children: list) -> cel.MapExpr:
+        open_, *entries, close = children
+        entries = tuple(entry for entry in entries if entry is not None)
+        parts = [part for entry in entries for part in entry]
+        return self._node(cel.MapExpr(entries, self._span(open_, close)), *parts)
+
+    def expr_list(self, children: list) -> list:
+        return children
+
+    def map_entry(self, children: list) -> tuple:
+        return tuple(children)
+
+    def number(self, children: list) -> cel.Literal:
+        (token,) = children
+        text = token.value
+        if text.isdigit():
+            return cel.Literal(int(text), "int", self._tok(token))
+        return cel.Literal(float(text), "double", self._tok(token))
+
+    def uint(self, children: list) -> cel.Literal:
+        (token,) = children
+        return cel.Literal(int(token.value[:-1]), "uint", self._tok(token))
+
+    def hex_int(self, children: list) -> cel.Literal:
+        (token,) = children
+        return cel.Literal(int(token.value, 16), "int", self._tok(token))
+
+    def string(self, children: list) -> cel.Literal:
+        (token,) = children
+        return cel.Literal(self._string(token), "string", self._tok(token))
+
+    def true(self, children: list) -> cel.Literal:
+        return cel.Literal(True, "bool", self._tok(children[0]))
+
+    def false(self, children: list) -> cel.Literal:
+        return cel.Literal(False, "bool", self._tok(children[0]))
+
+    def null(self, children: list) -> cel.Literal:
+        return cel.Literal(None, "null", self._tok(children[0]))
+
+
+def _start(item: Any) -> int:
+    if isinstance(item, Token):
+        return item.start_pos
+    if isinstance(item, (list, tuple)) and item and not isinstance(item, Span):
+        return _start(item[0])
+    return item.span.start
+
+
+def _end(item: Any) -> int:
+    if isinstance(item, Token):
+        return item.end_pos
+    if isinstance(item, (list, tuple)) and item and not isinstance(item, Span):
+        return _end(item[-1])
+    return item.span.end

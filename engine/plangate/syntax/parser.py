@@ -1,0 +1,354 @@
+"""Parsing: one cached LALR parser for plans, policies and CEL, with readable syntax errors.
+
+Algorithm
+- The grammar (`grammar/plangate.lark`, shipped in the wheel) is compiled once per process and
+  cached on disk by Lark; the lowering (`plangate.ir.lower.Lowering`) runs as Lark's internal
+  transformer, so a parse yields IR directly and never recurses.
+- Bounds: input over `MAX_INPUT_CHARS` is refused; bracket nesting is counted by lexer callbacks and
+  a parse stops at `MAX_NESTING`; CEL depth is bounded in lowering. Each gives `input-too-large`.
+- Errors: a lexer or parser error becomes one `syntax-error` that says, in a user's words, what was
+  found and what was expected (common mistakes are recognised with Lark's `match_examples`).
+  Recovery: the item holding the error (the step, tool entry, rule… whose line starts it) is blanked
+  out — replaced by spaces, so every offset stays — and the text parsed again, up to
+  `MAX_SYNTAX_ERRORS` times. Errors in different items are independent, so each is real.
+  When the text has syntax errors no IR is returned: later stages see only whole documents.
+
+Invariant: `parse_source` never raises for any text; everything it finds is a diagnostic.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import re
+import tempfile
+import threading
+from dataclasses import dataclass, field
+
+from lark import Lark, Token
+from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+
+from plangate.assets import read_asset
+from plangate.diagnostics import Diagnostic, diagnostic
+from plangate.ir.lower import ExpressionTooDeep, Lowering
+from plangate.cel.ast import Expr
+from plangate.ir.nodes import Document
+from plangate.source import SourceFile, Span
+
+MAX_INPUT_CHARS = 8 * 1024 * 1024
+MAX_NESTING = 64
+MAX_SYNTAX_ERRORS = 12
+
+_OPENERS = {"LBRACE": 1, "LPAR": 1, "LSQB": 1, "RBRACE": -1, "RPAR": -1, "RSQB": -1}
+
+# Lines that begin an independent item: the unit that recovery blanks out.
+_ITEM_START = re.compile(
+    r"^[ \t]*(?:step|check|budget|tool|require|deny|warn|limit|test|unknown_tools|plan|policy|"
+    r"objective|non_goal|scope|success|constraint|decision|version)\b",
+    re.MULTILINE,
+)
+
+# The order in which clause keywords are offered as examples in "expected a clause such as …".
+_CLAUSE_ORDER = ("call", "risk", "after", "cost", "time", "retry", "expect", "idempotency", "rollback",
+                 "approval", "when", "step", "check", "budget", "objective", "version", "tool",
+                 "require", "deny", "warn", "limit", "test", "unknown_tools")
+
+_WORDS = {
+    "NAME": "a name",
+    "STRING": "a string",
+    "SQ_STRING": "a string",
+    "NUMBER": "a number",
+    "DURATION": "a duration such as `30s` or `1h`",
+    "$END": "end of file",
+}
+
+_EXAMPLES: dict[str, list[str]] = {
+    "missing-comma": [
+        "plan p { step s { call t.x(a: 1 b: 2) } }",
+        'plan p { step s { call t.x(a: "1" b: 2) } }',
+        "plan p { step s { call t.x(a: q.r b: 2) } }",
+        "plan p { step s { call t.x(a: f() b: 2) } }",
+    ],
+    "missing-colon": [
+        "plan p { step s { call t.x(a 1) } }",
+        'plan p { step s { call t.x(a "1") } }',
+    ],
+    "missing-close-brace": [
+        "plan p { step a { call t.x() step b { call t.y() } }",
+        "plan p { step a { call t.x() check b { call t.y() } }",
+        "plan p { step a { risk read_only step b { call t.y() } }",
+        "plan p { step a { retry 1 step b { call t.y() } }",
+        "plan p { step a { time 1m step b { call t.y() } }",
+        "plan p { step a { cost 1 usd step b { call t.y() } }",
+        "plan p { step a { expect x step b { call t.y() } }",
+        "plan p { step a { expect x == 1 step b { call t.y() } }",
+        "plan p { step a { expect x.y step b { call t.y() } }",
+        'plan p { step a { expect x == "1" step b { call t.y() } }',
+        "plan p { step a { } step b { call t.y() }",
+        "policy p { tool a.b { risk read_only tool c { } }",
+    ],
+    "missing-open-brace": [
+        "plan p { step a call t.x() } }",
+        "plan p { step a after b call t.x() } }",
+        "policy p { tool a risk read_only } }",
+        "plan p step a { call t.x() } }",
+        "policy p tool a { } }",
+    ],
+}
+
+_EXAMPLE_MESSAGES = {
+    "missing-comma": ("expected `,` between two arguments",
+                      "separate arguments with commas: `f(a: 1, b: 2)`"),
+    "missing-colon": ("expected `:` after an argument's name",
+                      "write each argument as `name: value`"),
+    "missing-close-brace": ("expected `}` to close the block before this",
+                            "a `{` above is not closed: add `}` at the end of its block"),
+    "missing-open-brace": ("expected `{` to open the block",
+                           "a block's body goes inside braces: `step name { … }`"),
+}
+
+
+class _NestingTooDeep(Exception):
+    def __init__(self, token: Token) -> None:
+        super().__init__("nesting too deep")
+        self.token = token
+
+
+class _Nesting(threading.local):
+    depth = 0
+
+
+@dataclass
+class ParseResult:
+    document: Document | None
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+
+@dataclass
+class _Failure:
+    error: Diagnostic
+    recoverable: bool
+
+
+@dataclass
+class _Parser:
+    lark: Lark
+    lowering: Lowering
+    nesting: _Nesting
+    lock: threading.Lock
+    terminal_text: dict[str, str]
+
+
+def grammar_text() -> str:
+    return read_asset("grammar", "plangate.lark")
+
+
+def _cache_path(text: str) -> str | None:
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    for folder in (os.path.join(base, "plangate"), os.path.join(tempfile.gettempdir(), "plangate")):
+        try:
+            os.makedirs(folder, exist_ok=True)
+            if os.access(folder, os.W_OK):
+                return os.path.join(folder, f"grammar-{digest}.lark-cache")
+        except OSError:
+            continue
+    return None
+
+
+@functools.cache
+def _parser() -> _Parser:
+    text = grammar_text()
+    lowering = Lowering()
+    nesting = _Nesting()
+
+    def count(token: Token) -> Token:
+        nesting.depth += _OPENERS[token.type]
+        if nesting.depth > MAX_NESTING:
+            raise _NestingTooDeep(token)
+        return token
+
+    options = dict(parser="lalr", start=["start", "expression"], lexer="contextual", maybe_placeholders=True, transformer=lowering,
+                   lexer_callbacks={name: count for name in _OPENERS})
+    cache = _cache_path(text)
+    try:
+        lark = Lark(text, cache=cache or False, **options)
+    except (OSError, EOFError, ValueError):  # an unreadable or stale cache file: build afresh
+        lark = Lark(text, **options)
+    terminal_text = {}
+    for terminal in lark.terminals:
+        if terminal.pattern.type == "str":
+            terminal_text[terminal.name] = terminal.pattern.value
+    return _Parser(lark, lowering, nesting, threading.Lock(), terminal_text)
+
+
+def parse_source(source: SourceFile) -> ParseResult:
+    """Parse one file into a `Document`, or into diagnostics when it does not parse."""
+    if len(source.text) > MAX_INPUT_CHARS:
+        return ParseResult(None, [diagnostic(
+            "input-too-large", Span(source.name, 0, 0),
+            f"the file has {len(source.text):,} characters, over the bound of {MAX_INPUT_CHARS:,}",
+            help="split the plan or policy into smaller files")])
+    parser = _parser()
+    with parser.lock:
+        return _parse_with_recovery(parser, source)
+
+
+def parse_expression(source: SourceFile) -> tuple["Expr | None", list[Diagnostic]]:
+    """Parse a CEL expression on its own (for the API and tests); spans point into `source`."""
+    if len(source.text) > MAX_INPUT_CHARS:
+        return None, [diagnostic("input-too-large", Span(source.name, 0, 0), "the expression is too long")]
+    parser = _parser()
+    with parser.lock:
+        outcome = _parse_once(parser, source.name, source.text, start="expression")
+    if isinstance(outcome, _Failure):
+        return None, [outcome.error]
+    return outcome
+
+
+def _parse_with_recovery(parser: _Parser, source: SourceFile) -> ParseResult:
+    text = source.text
+    errors: list[Diagnostic] = []
+    while True:
+        outcome = _parse_once(parser, source.name, text)
+        if not isinstance(outcome, _Failure):
+            document, lowering_diagnostics = outcome
+            if errors:
+                return ParseResult(None, errors + lowering_diagnostics)
+            return ParseResult(document, lowering_diagnostics)
+        error = outcome.error
+        errors.append(error)
+        if not outcome.recoverable or len(errors) >= MAX_SYNTAX_ERRORS:
+            return ParseResult(None, errors)
+        blanked = _blank_item(text, error.span.start)
+        if blanked is None or blanked == text:
+            return ParseResult(None, errors)
+        text = blanked
+
+
+def _parse_once(parser: _Parser, name: str, text: str, start: str = "start"):
+    """The parsed value and the lowering's diagnostics, or the syntax error as a `_Failure`."""
+    parser.lowering.begin(name)
+    parser.nesting.depth = 0
+    try:
+        document = parser.lark.parse(text, start=start)
+        return document, list(parser.lowering.diagnostics)
+    except _NestingTooDeep as too_deep:
+        token = too_deep.token
+        return _Failure(diagnostic(
+            "input-too-large", Span(name, token.start_pos, token.end_pos),
+            f"brackets are nested more than {MAX_NESTING} deep",
+            help="flatten the expression or the block structure"), False)
+    except ExpressionTooDeep as too_deep:
+        return _Failure(diagnostic(
+            "input-too-large", too_deep.span,
+            "this expression is nested too deeply to check",
+            help="split it into smaller expressions"), False)
+    except UnexpectedInput as error:
+        return _Failure(_describe(parser, name, text, error),
+                        not isinstance(error, UnexpectedEOF) and not _at_end(error))
+    except (LarkError, RecursionError) as error:  # defensive: no input may escape as a traceback
+        return _Failure(diagnostic("syntax-error", Span(name, 0, 0), f"the file could not be parsed: {error}"), False)
+
+
+def _at_end(error: UnexpectedInput) -> bool:
+    return isinstance(error, UnexpectedToken) and error.token.type == "$END"
+
+
+def _blank_item(text: str, offset: int) -> str | None:
+    """`text` with the item around `offset` replaced by white space, or None if there is none."""
+    starts = [match.start() for match in _ITEM_START.finditer(text)]
+    before = [start for start in starts if start <= offset]
+    after = [start for start in starts if start > offset]
+    if not before or not after:
+        return None
+    begin = before[-1]
+    line_start = text.rfind("\n", 0, offset) + 1
+    if begin == line_start and text[line_start:offset].strip() == "" and len(before) > 1:
+        begin = before[-2]  # the error is at the start of an item: the item before it is unclosed
+    end = after[0]
+    region = re.sub(r"[^\n]", " ", text[begin:end])
+    return text[:begin] + region + text[end:]
+
+
+def _describe(parser: _Parser, name: str, text: str, error: UnexpectedInput) -> Diagnostic:
+    if isinstance(error, UnexpectedCharacters):
+        return _describe_character(parser, name, text, error)
+    token = getattr(error, "token", None)
+    expected = set(getattr(error, "accepts", None) or getattr(error, "expected", None) or ())
+    if token is None or token.type == "$END":
+        start = len(text)
+        found = "end of file"
+        span = Span(name, start, start)
+    else:
+        found = f"`{token.value}`"
+        span = Span(name, token.start_pos, token.end_pos)
+    label = _match_example(parser, error)
+    if label is not None:
+        message, help_text = _EXAMPLE_MESSAGES[label]
+        return diagnostic("syntax-error", span, f"{message}, found {found}", help=help_text)
+    return diagnostic("syntax-error", span, f"unexpected {found}; expected {_expected_words(parser, expected)}")
+
+
+def _describe_character(parser: _Parser, name: str, text: str, error: UnexpectedCharacters) -> Diagnostic:
+    offset = error.pos_in_stream
+    char = text[offset] if offset < len(text) else ""
+    if char in "\"'":
+        line_end = text.find("\n", offset)
+        line_end = len(text) if line_end == -1 else line_end
+        return diagnostic("syntax-error", Span(name, offset, line_end), "unterminated string",
+                          help=f"close the string with `{char}` on the same line")
+    span = Span(name, offset, offset + 1)
+    if char == "=" and not text.startswith("==", offset):
+        return diagnostic("syntax-error", span, "expected `:` between an argument's name and its value, found `=`",
+                          help="write arguments as `name: value`; compare with `==`")
+    shown = char if char.isprintable() and not char.isspace() else repr(char)
+    expected = _expected_words(parser, set(error.allowed or ()))
+    return diagnostic("syntax-error", span, f"unexpected character `{shown}`; expected {expected}")
+
+
+def _match_example(parser: _Parser, error: UnexpectedInput) -> str | None:
+    if not isinstance(error, UnexpectedToken):
+        return None
+    saved_file = parser.lowering.file
+
+    def parse(example: str) -> object:
+        parser.lowering.begin(saved_file)
+        parser.nesting.depth = 0
+        return parser.lark.parse(example, start="start")
+
+    try:
+        return error.match_examples(parse, _EXAMPLES, use_accepts=True)
+    except Exception:  # labelling is a nicety; a failure here must not hide the error itself
+        return None
+
+
+def _expected_words(parser: _Parser, expected: set[str]) -> str:
+    keywords = []
+    punctuation = []
+    words = []
+    for term in expected:
+        literal = parser.terminal_text.get(term)
+        if literal is not None:
+            (keywords if literal[:1].isalpha() or literal[:1] == "_" else punctuation).append(literal)
+        elif term in _WORDS:
+            words.append(_WORDS[term])
+    if {"NUMBER", "STRING", "NAME"} <= expected and "LPAR" in expected:
+        words = ["an expression"]
+        keywords = [k for k in keywords if k not in ("true", "false", "null")]
+        punctuation = [p for p in punctuation if p not in ("(", "[", "{", "!", "-")]
+    words = sorted(set(words))
+    ordered = sorted(set(keywords), key=lambda k: (_CLAUSE_ORDER.index(k) if k in _CLAUSE_ORDER else 99, k))
+    parts: list[str] = []
+    if len(ordered) > 3:
+        parts.append("a clause such as " + ", ".join(f"`{k}`" for k in ordered[:3]) + "…")
+    else:
+        parts.extend(f"`{k}`" for k in ordered)
+    parts.extend(words)
+    parts.extend(f"`{p}`" for p in sorted(set(punctuation)))
+    if not parts:
+        return "something else"
+    if len(parts) == 1:
+        return parts[0]
+    return ", ".join(parts[:-1]) + " or " + parts[-1]
