@@ -29,6 +29,7 @@ class Code:
 
 CODES: tuple[Code, ...] = (
     # 0xx: reading and parsing input
+    Code("PG000", "internal-error", "error", "plangate failed on this input; please report it"),
     Code("PG001", "syntax-error", "error", "the text does not parse"),
     Code("PG002", "input-too-large", "error", "the input is over the size or nesting bound"),
     Code("PG003", "unreadable-input", "error", "the file cannot be read or is not UTF-8 text"),
@@ -48,7 +49,7 @@ CODES: tuple[Code, ...] = (
     Code("PG111", "missing-call", "error", "a step has no `call`"),
     Code("PG112", "unknown-risk", "error", "a risk names no risk class"),
     Code("PG113", "invalid-value", "error", "a number, duration or amount is out of its range"),
-    Code("PG114", "duplicate-plan", "error", "two plans with one id are checked together"),
+    Code("PG114", "duplicate-plan", "warning", "two plans with one id are checked together"),
     # 2xx: policy structure
     Code("PG201", "duplicate-tool", "error", "two catalogue entries have the same pattern"),
     Code("PG202", "malformed-pattern", "error", "a tool pattern is not a dotted name with an optional `.*`"),

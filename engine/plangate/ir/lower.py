@@ -392,6 +392,8 @@ class Lowering(Transformer):
 
     def tool_pattern(self, children: list) -> tuple[str, Span]:
         tokens = [token for token in children if token is not None]
+        if tokens[0].type == "STRING":
+            return self._string(tokens[0]), self._tok(tokens[0])  # checked by `malformed-pattern`
         names = ".".join(token.value for token in tokens if token.type == "NAME")
         text = "*" if tokens[0].type == "STAR" else names + (".*" if tokens[-1].type == "DOT_STAR" else "")
         return text, self._span(tokens[0], tokens[-1])

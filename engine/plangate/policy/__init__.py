@@ -1,1 +1,1 @@
-"""policy"""
+"""Policies: compilation into one frozen `CompiledPolicy` (`compiled`) and per-call decisions."""

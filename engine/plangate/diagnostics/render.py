@@ -1,0 +1,483 @@
+"""Renderers: diagnostics as text, JSON, SARIF 2.1.0, GitHub workflow commands or JUnit XML.
+
+Detection never formats; it hands plain `Diagnostic`s here. Every renderer is a pure function of
+its arguments and keeps the diagnostics in the order given (the caller sorts), so output is
+reproducible. `files` names every input that was checked, including those with nothing to report:
+summaries, SARIF artifacts and JUnit test cases count them.
+
+Positions: a span resolves through the `SourceMap` to 1-based (line, column), columns in code
+points; the end is exclusive (the position just after the last character), as in SARIF. A span
+whose file is empty or missing from the map resolves to line 1, column 1 at both ends and renders
+without a source excerpt; a span with an empty file has no location at all where a format allows.
+
+Text snippets: a source line is shown with tabs expanded to stops of `TAB_WIDTH` cells, wide
+characters taking two cells and control characters replaced by visible stand-ins; the underline is
+measured in the same cells, so the carets sit exactly under the span whatever the line holds. A
+span that runs over several lines is underlined from its start to the end of its first line and
+says on which line it ends. Secondary labels are underlined with `-` and carry their message; a
+label in another file gets its own `:::` excerpt. ANSI colour is added only when asked for, and no
+control character from the input reaches the terminal.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import unicodedata
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from urllib.parse import quote
+
+from plangate.diagnostics.model import Diagnostic, Severity, summarize
+from plangate.diagnostics.registry import CODES, Code
+from plangate.source import Position, SourceFile, SourceMap, Span
+
+FORMATS = ("text", "json", "sarif", "github", "junit")
+TAB_WIDTH = 4
+SARIF_SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
+INFORMATION_URI = "https://github.com/plangate/plangate"
+
+_ORIGIN = Position(1, 1)
+_RULE_INDEX = {code.code: index for index, code in enumerate(CODES)}
+
+
+def render(
+    diagnostics: list[Diagnostic],
+    sources: SourceMap,
+    format: str,
+    *,
+    files: list[str],
+    color: bool = False,
+    tool_version: str,
+) -> str:
+    """Render `diagnostics` in one of `FORMATS`; `color` only affects `text`."""
+    match format:
+        case "text":
+            return render_text(diagnostics, sources, files=files, color=color)
+        case "json":
+            return render_json(diagnostics, sources, files=files)
+        case "sarif":
+            return render_sarif(diagnostics, sources, files=files, tool_version=tool_version)
+        case "github":
+            return render_github(diagnostics, sources)
+        case "junit":
+            return render_junit(diagnostics, sources, files=files)
+    raise ValueError(f"unknown format `{format}`; expected one of {', '.join(FORMATS)}")
+
+
+def summary_line(diagnostics: list[Diagnostic], file_count: int) -> str:
+    """`2 errors, 1 warning in 3 files`, or `no problems in 3 files`."""
+    summary = summarize(diagnostics, file_count)
+    counts = [
+        _plural(count, word)
+        for count, word in ((summary.errors, "error"), (summary.warnings, "warning"), (summary.notes, "note"))
+        if count
+    ]
+    return f"{', '.join(counts) or 'no problems'} in {_plural(file_count, 'file')}"
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+def _range(span: Span, sources: SourceMap) -> tuple[Position, Position]:
+    resolved = sources.range(span)
+    return resolved if resolved is not None else (_ORIGIN, _ORIGIN)
+
+
+def _location(span: Span, sources: SourceMap) -> str:
+    start, _ = _range(span, sources)
+    return f"{span.file}:{start.line}:{start.column}"
+
+
+def _full_message(item: Diagnostic) -> str:
+    """The message followed by its notes and help, one per line (for formats with one text field)."""
+    extra = [f"note: {note}" for note in item.notes]
+    if item.help:
+        extra.append(f"help: {item.help}")
+    return "\n".join([item.message, *extra])
+
+
+# --- text ------------------------------------------------------------------------------------------
+
+_SEVERITY_STYLE = {Severity.ERROR: "1;31", Severity.WARNING: "1;33", Severity.NOTE: "1;36"}
+_GUTTER_STYLE = "1;34"
+_LABEL_STYLE = "1;34"
+_BOLD = "1"
+
+
+@dataclass(frozen=True)
+class _Painter:
+    color: bool
+
+    def __call__(self, text: str, style: str) -> str:
+        if not self.color or not text:
+            return text
+        return f"\x1b[{style}m{text}\x1b[0m"
+
+
+def _visible_char(char: str) -> str:
+    """A stand-in for a control character (its Unicode control picture, or U+FFFD)."""
+    point = ord(char)
+    if point < 0x20:
+        return chr(0x2400 + point)
+    if point == 0x7F:
+        return "\u2421"
+    if 0x80 <= point < 0xA0:
+        return "\ufffd"
+    return char
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _visible(text: str) -> str:
+    """`text` with every control character but tab and newline made visible."""
+    return _CONTROL.sub(lambda match: _visible_char(match.group()), text)
+
+
+def _cell_width(char: str) -> int:
+    if unicodedata.combining(char):
+        return 0
+    return 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
+
+
+def _layout(line: str) -> tuple[str, list[int]]:
+    """The line as displayed, and the display cell where each character (and the line's end) starts."""
+    shown: list[str] = []
+    cells: list[int] = []
+    cell = 0
+    for char in line:
+        cells.append(cell)
+        if char == "\t":
+            width = TAB_WIDTH - cell % TAB_WIDTH
+            shown.append(" " * width)
+        else:
+            visible = _visible_char(char)
+            width = _cell_width(visible)
+            shown.append(visible)
+        cell += width
+    cells.append(cell)
+    return "".join(shown), cells
+
+
+@dataclass(frozen=True)
+class _Mark:
+    """One underline: the primary span (`^`, no message) or a label (`-`, with its message)."""
+
+    span: Span
+    message: str
+    primary: bool
+
+
+@dataclass(frozen=True)
+class _Underline:
+    line: int
+    cell: int
+    width: int
+    text: str
+    primary: bool
+
+
+def _underline(mark: _Mark, source: SourceFile) -> _Underline:
+    first = source.position(mark.span.start)
+    last = source.position(max(mark.span.start, mark.span.end - 1))
+    line = source.line_text(first.line).removesuffix("\r")
+    _, cells = _layout(line)
+    start_index = min(first.column - 1, len(line))
+    if last.line > first.line:
+        end_index = len(line)
+        note = f"(to line {last.line})"
+        text = f"{mark.message} {note}" if mark.message else note
+    else:
+        end_index = min(last.column if mark.span.end > mark.span.start else start_index, len(line))
+        text = mark.message
+    width = max(1, cells[end_index] - cells[start_index])
+    return _Underline(first.line, cells[start_index], width, text, mark.primary)
+
+
+def _excerpt(marks: list[_Mark], source: SourceFile, style: str, paint: _Painter) -> list[tuple[str, str]]:
+    """(gutter, body) rows: each marked line, then its underlines; `...` where lines are skipped."""
+    underlines = sorted(
+        (_underline(mark, source) for mark in marks),
+        key=lambda item: (item.line, not item.primary, item.cell),
+    )
+    rows: list[tuple[str, str]] = []
+    previous_line = None
+    for item in underlines:
+        if item.line != previous_line:
+            if previous_line is not None and item.line > previous_line + 1:
+                rows.append(("...", ""))
+            shown, _ = _layout(source.line_text(item.line).removesuffix("\r"))
+            rows.append((str(item.line), shown))
+            previous_line = item.line
+        marker = ("^" if item.primary else "-") * item.width
+        body = marker + (f" {_visible(item.text)}" if item.text else "")
+        rows.append(("", " " * item.cell + paint(body, style if item.primary else _LABEL_STYLE)))
+    return rows
+
+
+def format_diagnostic(item: Diagnostic, sources: SourceMap, *, color: bool = False) -> str:
+    """One diagnostic as rustc-like text: header, source excerpts, then `= note:` and `= help:`."""
+    paint = _Painter(color)
+    style = _SEVERITY_STYLE[item.severity]
+    message_lines = _visible(item.message).split("\n")
+    header = (
+        (f"{_location(item.span, sources)}: " if item.file else "")
+        + paint(f"{item.severity.value}[{item.code}] {item.name}", style)
+        + paint(": " + message_lines[0], _BOLD)
+    )
+    continuation = [f"    {line}" for line in message_lines[1:]]
+
+    files: dict[str, list[_Mark]] = {}
+    unplaced: list[_Mark] = []
+    for mark in [_Mark(item.span, "", True), *(_Mark(label.span, label.message, False) for label in item.labels)]:
+        if mark.span.file and mark.span.file in sources:
+            files.setdefault(mark.span.file, []).append(mark)
+        elif not mark.primary:
+            unplaced.append(mark)
+
+    blocks: list[tuple[str | None, list[tuple[str, str]]]] = []
+    for name, marks in files.items():
+        source = sources.get(name)
+        heading = None if name == item.file else _location(min(marks, key=lambda m: m.span.start).span, sources)
+        blocks.append((heading, _excerpt(marks, source, style, paint)))
+
+    trailer = [
+        ("note", f"{mark.message} (at {_location(mark.span, sources)})" if mark.span.file else mark.message)
+        for mark in unplaced
+    ]
+    trailer += [("note", note) for note in item.notes]
+    if item.help:
+        trailer.append(("help", item.help))
+
+    width = max([1, *(len(gutter) for _, rows in blocks for gutter, _ in rows if gutter != "...")])
+    bar = paint(" " * width + " |", _GUTTER_STYLE)
+    out = [header, *continuation]
+    for heading, rows in blocks:
+        if heading is not None:
+            out.append(paint(" " * width + "::: ", _GUTTER_STYLE) + heading)
+        out.append(bar)
+        for gutter, body in rows:
+            if gutter == "...":
+                out.append(paint("...", _GUTTER_STYLE))
+            else:
+                out.append((paint(f"{gutter:>{width}} |", _GUTTER_STYLE) + f" {body}").rstrip())
+    if trailer:
+        if blocks:
+            out.append(bar)
+        for kind, text in trailer:
+            prefix = " " * width + " = "
+            lines = _visible(text).split("\n")
+            out.append(prefix + paint(f"{kind}:", _BOLD) + f" {lines[0]}")
+            indent = " " * (len(prefix) + len(kind) + 2)
+            out.extend(indent + line for line in lines[1:])
+    return "\n".join(out)
+
+
+def render_text(diagnostics: list[Diagnostic], sources: SourceMap, *, files: list[str], color: bool = False) -> str:
+    paint = _Painter(color)
+    blocks = [format_diagnostic(item, sources, color=color) for item in diagnostics]
+    blocks.append(paint(summary_line(diagnostics, len(files)), _BOLD))
+    return "\n\n".join(blocks) + "\n"
+
+
+# --- json ------------------------------------------------------------------------------------------
+
+
+def _json_span(span: Span, sources: SourceMap) -> dict:
+    start, end = _range(span, sources)
+    return {
+        "start": {"line": start.line, "column": start.column},
+        "end": {"line": end.line, "column": end.column},
+    }
+
+
+def _json_diagnostic(item: Diagnostic, sources: SourceMap) -> dict:
+    return {
+        "code": item.code,
+        "name": item.name,
+        "severity": item.severity.value,
+        "message": item.message,
+        "file": item.file,
+        "span": _json_span(item.span, sources),
+        "notes": list(item.notes),
+        "help": item.help,
+        "labels": [
+            {"message": label.message, "file": label.span.file, "span": _json_span(label.span, sources)}
+            for label in item.labels
+        ],
+    }
+
+
+def render_json(diagnostics: list[Diagnostic], sources: SourceMap, *, files: list[str]) -> str:
+    """The contract's object (spec §5); each diagnostic also carries its `labels`."""
+    summary = summarize(diagnostics, len(files))
+    document = {
+        "version": 1,
+        "diagnostics": [_json_diagnostic(item, sources) for item in diagnostics],
+        "summary": {"errors": summary.errors, "warnings": summary.warnings, "files": summary.files},
+    }
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+
+
+# --- sarif -----------------------------------------------------------------------------------------
+
+
+def _sarif_uri(path: str) -> str:
+    return quote(path.replace(os.sep, "/"), safe="/")
+
+
+def _sarif_rule(code: Code) -> dict:
+    return {
+        "id": code.code,
+        "name": code.name,
+        "shortDescription": {"text": code.summary},
+        "fullDescription": {"text": f"{code.code} {code.name}: {code.summary}"},
+        "helpUri": code.anchor,
+        "help": {
+            "text": f"{code.help or code.summary}\n\nsee {code.anchor}",
+            "markdown": f"{code.help or code.summary}\n\nsee [{code.code} {code.name}]({code.anchor})",
+        },
+        "defaultConfiguration": {"level": code.severity},
+    }
+
+
+def _sarif_location(span: Span, sources: SourceMap, artifacts: dict[str, int]) -> dict:
+    if not span.file:
+        return {}
+    start, end = _range(span, sources)
+    return {
+        "physicalLocation": {
+            "artifactLocation": {"uri": _sarif_uri(span.file), "index": artifacts[span.file]},
+            "region": {
+                "startLine": start.line,
+                "startColumn": start.column,
+                "endLine": end.line,
+                "endColumn": end.column,
+            },
+        }
+    }
+
+
+def _sarif_result(item: Diagnostic, sources: SourceMap, artifacts: dict[str, int]) -> dict:
+    result: dict = {"ruleId": item.code}
+    if item.code in _RULE_INDEX:
+        result["ruleIndex"] = _RULE_INDEX[item.code]
+    result["level"] = item.severity.value
+    result["message"] = {"text": _full_message(item)}
+    if item.file:
+        result["locations"] = [_sarif_location(item.span, sources, artifacts)]
+    if item.labels:
+        result["relatedLocations"] = [
+            {"id": index, **_sarif_location(label.span, sources, artifacts), "message": {"text": label.message}}
+            for index, label in enumerate(item.labels)
+        ]
+    return result
+
+
+def render_sarif(diagnostics: list[Diagnostic], sources: SourceMap, *, files: list[str], tool_version: str) -> str:
+    """One SARIF 2.1.0 run; rules are every registered code, artifacts every file checked or cited."""
+    artifacts: dict[str, int] = {}
+    spans = [span for item in diagnostics for span in (item.span, *(label.span for label in item.labels))]
+    for name in [*files, *(span.file for span in spans)]:
+        if name and name not in artifacts:
+            artifacts[name] = len(artifacts)
+    log = {
+        "$schema": SARIF_SCHEMA_URI,
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "plangate",
+                        "version": tool_version,
+                        "informationUri": INFORMATION_URI,
+                        "rules": [_sarif_rule(code) for code in CODES],
+                    }
+                },
+                "columnKind": "unicodeCodePoints",
+                "artifacts": [{"location": {"uri": _sarif_uri(name)}} for name in artifacts],
+                "results": [_sarif_result(item, sources, artifacts) for item in diagnostics],
+            }
+        ],
+    }
+    return json.dumps(log, indent=2, ensure_ascii=False) + "\n"
+
+
+# --- github ----------------------------------------------------------------------------------------
+
+_GITHUB_COMMAND = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.NOTE: "notice"}
+
+
+def _escape_github_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_github_property(text: str) -> str:
+    return _escape_github_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def _github_command(item: Diagnostic, sources: SourceMap) -> str:
+    properties: list[tuple[str, str]] = []
+    if item.file:
+        start, end = _range(item.span, sources)
+        properties += [
+            ("file", item.file),
+            ("line", str(start.line)),
+            ("col", str(start.column)),
+            ("endLine", str(end.line)),
+            ("endColumn", str(end.column)),
+        ]
+    properties.append(("title", f"{item.code} {item.name}"))
+    listed = ",".join(f"{key}={_escape_github_property(value)}" for key, value in properties)
+    return f"::{_GITHUB_COMMAND[item.severity]} {listed}::{_escape_github_data(_full_message(item))}"
+
+
+def render_github(diagnostics: list[Diagnostic], sources: SourceMap) -> str:
+    """One workflow command (`::error`, `::warning`, `::notice`) per diagnostic."""
+    return "".join(_github_command(item, sources) + "\n" for item in diagnostics)
+
+
+# --- junit -----------------------------------------------------------------------------------------
+
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+_NO_FILE_CASE = "(no file)"
+
+
+def _xml_text(text: str) -> str:
+    """`text` with the characters XML 1.0 cannot hold replaced by U+FFFD."""
+    return _NOT_XML.sub("\ufffd", text)
+
+
+def render_junit(diagnostics: list[Diagnostic], sources: SourceMap, *, files: list[str]) -> str:
+    """One test case per file: its errors are `<failure>`s, its warnings and notes `<system-out>`.
+
+    `tests` counts test cases and `failures` the test cases with at least one failure. A diagnostic
+    whose file was not among `files` gets a test case of its own, so that no error is dropped.
+    """
+    cases: dict[str, list[Diagnostic]] = {name: [] for name in files}
+    for item in diagnostics:
+        cases.setdefault(item.file or _NO_FILE_CASE, []).append(item)
+    failed = sum(any(item.severity is Severity.ERROR for item in found) for found in cases.values())
+    counts = {"tests": str(len(cases)), "failures": str(failed), "errors": "0"}
+
+    root = ET.Element("testsuites", {"name": "plangate", **counts})
+    suite = ET.SubElement(root, "testsuite", {"name": "plangate", **counts, "skipped": "0"})
+    for name, found in cases.items():
+        case = ET.SubElement(suite, "testcase", {"classname": "plangate", "name": _xml_text(name)})
+        output = []
+        for item in found:
+            text = _xml_text(format_diagnostic(item, sources))
+            if item.severity is Severity.ERROR:
+                failure = ET.SubElement(
+                    case, "failure", {"type": f"{item.code} {item.name}", "message": _xml_text(item.message)}
+                )
+                failure.text = text
+            else:
+                output.append(text)
+        if output:
+            ET.SubElement(case, "system-out").text = "\n\n".join(output)
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"

@@ -1,0 +1,241 @@
+"""The driver: composes the stages for `plangate check` and the Python API.
+
+    read → parse+lower (syntax) → compile policies → per plan: graph → checks → sorted diagnostics
+
+Each stage is a function from one typed value to the next; the driver only sequences them, times
+them (for the benchmarks), and turns any failure into a diagnostic: a check that raises yields one
+`internal-error` for that check and the others still run. Nothing here renders.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from plangate.checks import PLAN_CHECKS, POLICY_CHECKS, Check
+from plangate.checks.context import PlanContext, PolicyContext
+from plangate.diagnostics import Diagnostic, Label, Severity, diagnostic
+from plangate.graph import build_graph
+from plangate.ir.nodes import Document, Plan, Policy
+from plangate.policy.compiled import CompiledPolicy, compile_policies
+from plangate.source import SourceFile, SourceMap, Span
+from plangate.syntax import MAX_INPUT_CHARS, parse_source
+
+# Diagnostics that mean the command could not do its job (exit code 2), not that the plan is bad.
+FAILURE_NAMES = frozenset({"unreadable-input", "internal-error", "budget-unknown"})
+
+
+@dataclass
+class CheckResult:
+    diagnostics: list[Diagnostic]
+    sources: SourceMap
+    files: list[str]
+    plans: list[Plan] = field(default_factory=list)
+    policies: list[Policy] = field(default_factory=list)
+    policy: CompiledPolicy | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def errors(self) -> int:
+        return sum(1 for d in self.diagnostics if d.severity is Severity.ERROR)
+
+    @property
+    def warnings(self) -> int:
+        return sum(1 for d in self.diagnostics if d.severity is Severity.WARNING)
+
+    def exit_code(self, strict: bool = False) -> int:
+        if any(d.name in FAILURE_NAMES and d.severity is Severity.ERROR for d in self.diagnostics):
+            return 2
+        if self.errors or (strict and self.warnings):
+            return 1
+        return 0
+
+
+def read_source(path: str | os.PathLike[str], display: str | None = None) -> SourceFile | Diagnostic:
+    """The file as text, or an `unreadable-input` diagnostic (missing, a folder, too big, not UTF-8)."""
+    name = display or str(path)
+    try:
+        size = os.path.getsize(path)
+        if size > MAX_INPUT_CHARS * 4:
+            return diagnostic("input-too-large", Span(name, 0, 0),
+                              f"the file has {size:,} bytes, over the bound of {MAX_INPUT_CHARS:,} characters")
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        return diagnostic("unreadable-input", Span(name, 0, 0), f"no such file `{name}`")
+    except IsADirectoryError:
+        return diagnostic("unreadable-input", Span(name, 0, 0), f"`{name}` is a folder, not a file")
+    except OSError as error:
+        return diagnostic("unreadable-input", Span(name, 0, 0), f"cannot read `{name}`: {error.strerror or error}")
+    return decode_source(name, data)
+
+
+def decode_source(name: str, data: bytes) -> SourceFile | Diagnostic:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        good = data[: error.start].decode("utf-8", errors="replace")
+        source = SourceFile(name, good)
+        line, column = source.position(len(good))
+        return diagnostic("unreadable-input", Span(name, len(good), len(good)),
+                          f"the file is not UTF-8 text: byte `0x{data[error.start]:02x}` at line {line}, column {column}",
+                          help="save the file as UTF-8")
+    if text.startswith("\ufeff"):
+        text = " " + text[1:]  # keep offsets: the byte-order mark becomes a space
+    if "\0" in text:
+        offset = text.index("\0")
+        return diagnostic("unreadable-input", Span(name, offset, offset + 1),
+                          "the file holds a NUL character: it looks like binary data, not a plan or policy")
+    return SourceFile(name, text)
+
+
+def check(plan_paths: Sequence[str | os.PathLike[str]], policy_paths: Sequence[str | os.PathLike[str]] = (),
+          options: dict | None = None) -> CheckResult:
+    """Check plan files against policy files (the `plangate check` command)."""
+    started = time.perf_counter()
+    diagnostics: list[Diagnostic] = []
+    plan_sources = _read_all(plan_paths, diagnostics)
+    policy_sources = _read_all(policy_paths, diagnostics)
+    result = check_sources(plan_sources, policy_sources, options)
+    result.diagnostics = sorted(diagnostics + result.diagnostics, key=Diagnostic.sort_key)
+    result.files = [str(p) for p in plan_paths] + [str(p) for p in policy_paths]
+    result.timings["read"] = result.timings.get("read", 0.0)
+    result.timings["total"] = time.perf_counter() - started
+    return result
+
+
+def _read_all(paths: Iterable[str | os.PathLike[str]], diagnostics: list[Diagnostic]) -> list[SourceFile]:
+    sources = []
+    for path in paths:
+        source = read_source(path)
+        if isinstance(source, SourceFile):
+            sources.append(source)
+        else:
+            diagnostics.append(source)
+    return sources
+
+
+def check_sources(plan_sources: Sequence[SourceFile], policy_sources: Sequence[SourceFile] = (),
+                  options: dict | None = None) -> CheckResult:
+    """Check texts already in memory (the embeddable API; nothing touches the file system)."""
+    options = dict(options or {})
+    timings: dict[str, float] = {"parse": 0.0, "policy": 0.0, "graph": 0.0, "checks": 0.0}
+    sources = SourceMap()
+    diagnostics: list[Diagnostic] = []
+    plans: list[Plan] = []
+    policies: list[Policy] = []
+    policy_documents: list[Policy] = []
+
+    clock = time.perf_counter()
+    for source in plan_sources:
+        sources.add(source)
+        document = _parse(source, diagnostics)
+        if document is not None:
+            plans.extend(document.plans)
+            policies.extend(document.policies)
+            if not document.plans and not document.policies:
+                diagnostics.append(diagnostic("wrong-document-kind", Span(source.name, 0, 0),
+                                              f"`{source.name}` holds no plan",
+                                              help="a plan file starts with `plan name {`"))
+    for source in policy_sources:
+        sources.add(source)
+        document = _parse(source, diagnostics)
+        if document is None:
+            continue
+        policy_documents.extend(document.policies)
+        for plan in document.plans:
+            diagnostics.append(diagnostic("wrong-document-kind", plan.id_span,
+                                          f"`{source.name}` was given as a policy but holds plan `{plan.id}`",
+                                          help="pass plans as arguments and policies with `--policy`"))
+        if not document.policies and not document.plans:
+            diagnostics.append(diagnostic("wrong-document-kind", Span(source.name, 0, 0),
+                                          f"`{source.name}` holds no policy",
+                                          help="a policy file starts with `policy name {`"))
+    timings["parse"] = time.perf_counter() - clock
+
+    clock = time.perf_counter()
+    for policy in [*policy_documents, *policies]:
+        _run_checks(POLICY_CHECKS, PolicyContext(policy), diagnostics, has_policy=True)
+    compiled: CompiledPolicy | None = None
+    if policy_documents:
+        compiled, compile_diagnostics = compile_policies(policy_documents)
+        diagnostics.extend(compile_diagnostics)
+    for policy in policies:  # a policy among the plans is linted and compiled on its own
+        diagnostics.extend(compile_policies([policy])[1])
+    timings["policy"] = time.perf_counter() - clock
+
+    _report_duplicate_plans(plans, diagnostics)
+    for plan in plans:
+        clock = time.perf_counter()
+        graph = build_graph(plan)
+        timings["graph"] += time.perf_counter() - clock
+        clock = time.perf_counter()
+        context = PlanContext(plan=plan, graph=graph, policy=compiled, options=options)
+        _run_checks(PLAN_CHECKS, context, diagnostics, has_policy=compiled is not None,
+                    is_dag=graph.is_dag() and not graph.self_edges, timings=timings)
+        timings["checks"] += time.perf_counter() - clock
+    if plans and compiled is None and not options.get("quiet_no_policy"):
+        first = plans[0]
+        diagnostics.append(diagnostic(
+            "no-policy", first.id_span, "no policy was given: only the plan's structure was checked",
+            help="pass `--policy FILE` to check tools, risks, approvals, rules and budgets"))
+
+    return CheckResult(
+        diagnostics=sorted(diagnostics, key=Diagnostic.sort_key),
+        sources=sources,
+        files=[source.name for source in [*plan_sources, *policy_sources]],
+        plans=plans,
+        policies=policy_documents,
+        policy=compiled,
+        timings=timings,
+    )
+
+
+def compile_policy(paths: Sequence[str | os.PathLike[str]]) -> tuple[CompiledPolicy | None, CheckResult]:
+    """Compile policy files for the runtime; the result carries any diagnostics."""
+    result = check([], paths)
+    return result.policy, result
+
+
+def _parse(source: SourceFile, diagnostics: list[Diagnostic]) -> Document | None:
+    try:
+        result = parse_source(source)
+    except Exception as error:  # the parser's own guarantee is never to raise; this is the backstop
+        diagnostics.append(_internal(Span(source.name, 0, 0), "parse", error))
+        return None
+    diagnostics.extend(result.diagnostics)
+    return result.document
+
+
+def _run_checks(checks: Sequence[Check], context: object, diagnostics: list[Diagnostic], *,
+                has_policy: bool, is_dag: bool = True, timings: dict[str, float] | None = None) -> None:
+    span = getattr(getattr(context, "plan", None) or getattr(context, "policy"), "id_span")
+    for item in checks:
+        if (item.needs_policy and not has_policy) or (item.needs_dag and not is_dag):
+            continue
+        clock = time.perf_counter()
+        try:
+            diagnostics.extend(item.module.check(context))
+        except Exception as error:
+            diagnostics.append(_internal(span, item.name, error))
+        if timings is not None:
+            key = f"check:{item.name}"
+            timings[key] = timings.get(key, 0.0) + time.perf_counter() - clock
+
+
+def _internal(span: Span, stage: str, error: Exception) -> Diagnostic:
+    return diagnostic("internal-error", span, f"the `{stage}` stage failed: {type(error).__name__}: {error}",
+                      help="this is a bug in plangate; the other checks still ran")
+
+
+def _report_duplicate_plans(plans: list[Plan], diagnostics: list[Diagnostic]) -> None:
+    seen: dict[str, Plan] = {}
+    for plan in plans:
+        if plan.id in seen:
+            diagnostics.append(diagnostic(
+                "duplicate-plan", plan.id_span, f"a plan named `{plan.id}` is already being checked",
+                labels=[Label(seen[plan.id].id_span, "first plan here")]))
+        else:
+            seen[plan.id] = plan

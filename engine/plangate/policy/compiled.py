@@ -1,0 +1,292 @@
+"""Compile one or more policies into a frozen, hashed `CompiledPolicy`.
+
+Combination (the contract, §4): the union of requirements, the tightest limit, any deny wins; a
+tool named by several policies gets the highest risk and the tightest caps; `unknown_tools` is
+`deny` if any policy says so (and by default). Patterns: an exact dotted name, a prefix `a.b.*`
+(matching `a.b.c` and deeper, not `a.b` itself) or `*`; the most specific match wins — exact, then
+the longest prefix, then `*`. Two policies giving one pattern different `args` schemas make the
+tool ambiguous (`ambiguous-tool`); the first schema is kept.
+
+The canonical form (`canonical()`) holds every fact a decision may use, with expressions printed
+as canonical CEL and no spans; `hash` is the SHA-256 of its canonical JSON. The runtime decides
+with this same object, so a decision never depends on anything outside it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, Iterable
+
+from plangate.cel.ast import Expr, to_source
+from plangate.diagnostics import Diagnostic, Label, diagnostic
+from plangate.ir.nodes import ApprovalSpec, ArgSpec, Duration, Limit, Money, Policy, PolicyTest, Risk
+from plangate.source import NO_SPAN, Span
+from plangate.suggest import did_you_mean
+
+PATTERN = re.compile(r"^(\*|[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*(\.\*)?)$")
+
+# The limits a policy may set and the kind of value each takes.
+LIMIT_KINDS = {"retries": "count", "concurrency": "count", "calls": "count", "cost": "money",
+               "time": "duration", "steps": "count", "approval_within": "duration"}
+
+
+@dataclass(frozen=True)
+class CatalogueEntry:
+    pattern: str
+    risk: Risk | None
+    cost_cap: Decimal | None
+    currency: str | None
+    time_cap: int | None
+    args: tuple[ArgSpec, ...] | None
+    policies: tuple[str, ...]
+    span: Span = field(default=NO_SPAN, compare=False)
+
+    def specificity(self) -> tuple[int, int]:
+        if self.pattern == "*":
+            return (0, 0)
+        if self.pattern.endswith(".*"):
+            return (1, self.pattern.count(".") )
+        return (2, 0)
+
+    def matches(self, tool: str) -> bool:
+        if self.pattern == "*":
+            return True
+        if self.pattern.endswith(".*"):
+            return tool.startswith(self.pattern[:-1]) and len(tool) > len(self.pattern) - 1
+        return tool == self.pattern
+
+
+@dataclass(frozen=True)
+class CompiledRequirement:
+    kind: str  # approval | check | rollback | idempotency
+    when: Expr | None
+    approval: ApprovalSpec | None
+    policy: str
+    span: Span = field(default=NO_SPAN, compare=False)
+
+    def describe(self) -> str:
+        text = f"require {self.kind}"
+        if self.when is not None:
+            text += f" when {to_source(self.when)}"
+        if self.approval is not None:
+            text += " by " + describe_approval(self.approval)
+        return text
+
+
+@dataclass(frozen=True)
+class CompiledRule:
+    effect: str  # deny | warn
+    name: str
+    when: Expr
+    because: str | None
+    policy: str
+    span: Span = field(default=NO_SPAN, compare=False)
+
+
+@dataclass(frozen=True)
+class LimitValue:
+    name: str
+    count: int | None = None
+    amount: Decimal | None = None
+    currency: str | None = None
+    seconds: int | None = None
+    policy: str = ""
+    span: Span = field(default=NO_SPAN, compare=False)
+
+    def key(self) -> Decimal:
+        if self.amount is not None:
+            return self.amount
+        return Decimal(self.count if self.count is not None else self.seconds or 0)
+
+    def text(self) -> str:
+        if self.amount is not None:
+            return f"{self.amount} {self.currency}" if self.currency else str(self.amount)
+        if self.seconds is not None:
+            return format_seconds(self.seconds)
+        return str(self.count)
+
+
+@dataclass(frozen=True)
+class CompiledPolicy:
+    ids: tuple[str, ...]
+    versions: tuple[int | None, ...]
+    catalogue: tuple[CatalogueEntry, ...]
+    unknown_tools: str
+    requirements: tuple[CompiledRequirement, ...]
+    rules: tuple[CompiledRule, ...]
+    limits: dict[str, LimitValue]
+    tests: tuple[tuple[str, PolicyTest], ...]
+    hash: str = ""
+
+    def match(self, tool: str) -> CatalogueEntry | None:
+        """The most specific catalogue entry for `tool`, or None."""
+        best: CatalogueEntry | None = None
+        for entry in self.catalogue:
+            if entry.matches(tool) and (best is None or entry.specificity() > best.specificity()):
+                best = entry
+        return best
+
+    def limit(self, name: str) -> LimitValue | None:
+        return self.limits.get(name)
+
+    def canonical(self) -> dict[str, Any]:
+        return {
+            "policies": [{"id": i, "version": v} for i, v in zip(self.ids, self.versions)],
+            "catalogue": [
+                {"pattern": e.pattern, "risk": e.risk.name if e.risk is not None else None,
+                 "cost_cap": str(e.cost_cap) if e.cost_cap is not None else None, "currency": e.currency,
+                 "time_cap": e.time_cap,
+                 "args": None if e.args is None else [[a.name, a.type, a.optional] for a in e.args]}
+                for e in self.catalogue
+            ],
+            "unknown_tools": self.unknown_tools,
+            "requirements": [
+                {"kind": r.kind, "when": to_source(r.when) if r.when is not None else None,
+                 "approval": None if r.approval is None else {
+                     "count": r.approval.count, "role": r.approval.role,
+                     "within": r.approval.within.seconds if r.approval.within else None},
+                 "policy": r.policy}
+                for r in self.requirements
+            ],
+            "rules": [{"effect": r.effect, "name": r.name, "when": to_source(r.when), "because": r.because,
+                       "policy": r.policy} for r in self.rules],
+            "limits": {name: {"count": v.count, "amount": str(v.amount) if v.amount is not None else None,
+                              "currency": v.currency, "seconds": v.seconds}
+                       for name, v in sorted(self.limits.items())},
+        }
+
+    def canonical_json(self) -> str:
+        return json.dumps(self.canonical(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def describe_approval(spec: ApprovalSpec) -> str:
+    count = f"{spec.count} of " if spec.count != 1 else ""
+    within = f" within {format_seconds(spec.within.seconds)}" if spec.within is not None else ""
+    return f'{count}role "{spec.role}"{within}'
+
+
+def format_seconds(seconds: int | float) -> str:
+    seconds = int(seconds)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds and seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def compile_policies(policies: Iterable[Policy]) -> tuple[CompiledPolicy, list[Diagnostic]]:
+    policies = list(policies)
+    diagnostics: list[Diagnostic] = []
+    catalogue: dict[str, CatalogueEntry] = {}
+    unknown_tools = "deny"
+    said_unknown = [p.unknown_tools for p in policies if p.unknown_tools is not None]
+    if said_unknown and all(mode == "warn" for mode in said_unknown):
+        unknown_tools = "warn"
+    requirements: list[CompiledRequirement] = []
+    rules: list[CompiledRule] = []
+    limits: dict[str, LimitValue] = {}
+    tests: list[tuple[str, PolicyTest]] = []
+
+    for policy in policies:
+        for entry in policy.tools:
+            if not PATTERN.match(entry.pattern):
+                continue  # reported by the `malformed-pattern` check; a bad pattern matches nothing
+            compiled = CatalogueEntry(
+                pattern=entry.pattern,
+                risk=entry.risk.level if entry.risk is not None else None,
+                cost_cap=entry.cost.amount if entry.cost is not None else None,
+                currency=entry.cost.currency if entry.cost is not None else None,
+                time_cap=entry.time.seconds if entry.time is not None else None,
+                args=entry.args,
+                policies=(policy.id,),
+                span=entry.pattern_span,
+            )
+            previous = catalogue.get(entry.pattern)
+            if previous is None:
+                catalogue[entry.pattern] = compiled
+            elif policy.id not in previous.policies:
+                catalogue[entry.pattern] = _merge_entries(previous, compiled, diagnostics)
+        for requirement in policy.requirements:
+            requirements.append(CompiledRequirement(requirement.kind, requirement.when, requirement.approval,
+                                                    policy.id, requirement.span))
+        for rule in policy.rules:
+            rules.append(CompiledRule(rule.effect, rule.name, rule.when, rule.because, policy.id, rule.span))
+        for limit in policy.limits:
+            value = _limit_value(policy.id, limit, diagnostics)
+            if value is None:
+                continue
+            current = limits.get(limit.name)
+            if current is None or value.key() < current.key():
+                limits[limit.name] = value
+        tests.extend((policy.id, test) for test in policy.tests)
+
+    compiled = CompiledPolicy(
+        ids=tuple(p.id for p in policies),
+        versions=tuple(p.version for p in policies),
+        catalogue=tuple(sorted(catalogue.values(), key=lambda e: e.pattern)),
+        unknown_tools=unknown_tools,
+        requirements=tuple(requirements),
+        rules=tuple(rules),
+        limits=limits,
+        tests=tuple(tests),
+    )
+    digest = hashlib.sha256(compiled.canonical_json().encode("utf-8")).hexdigest()
+    object.__setattr__(compiled, "hash", "sha256:" + digest)
+    return compiled, diagnostics
+
+
+def _merge_entries(first: CatalogueEntry, second: CatalogueEntry, diagnostics: list[Diagnostic]) -> CatalogueEntry:
+    risks = [r for r in (first.risk, second.risk) if r is not None]
+    caps = [c for c in (first.cost_cap, second.cost_cap) if c is not None]
+    times = [t for t in (first.time_cap, second.time_cap) if t is not None]
+    args = first.args
+    if first.args is not None and second.args is not None and first.args != second.args:
+        diagnostics.append(diagnostic(
+            "ambiguous-tool", second.span,
+            f"policies `{first.policies[0]}` and `{second.policies[0]}` give `{first.pattern}` different `args`",
+            labels=[Label(first.span, "the schema that is kept")],
+            help="give the tool one argument schema in every policy"))
+    elif args is None:
+        args = second.args
+    return CatalogueEntry(
+        pattern=first.pattern,
+        risk=max(risks) if risks else None,
+        cost_cap=min(caps) if caps else None,
+        currency=first.currency or second.currency,
+        time_cap=min(times) if times else None,
+        args=args,
+        policies=first.policies + second.policies,
+        span=first.span,
+    )
+
+
+def _limit_value(policy: str, limit: Limit, diagnostics: list[Diagnostic]) -> LimitValue | None:
+    kind = LIMIT_KINDS.get(limit.name)
+    value = limit.value
+    if kind is None:
+        diagnostics.append(diagnostic(
+            "unknown-limit", limit.span, f"`{limit.name}` is not a limit",
+            help=did_you_mean(limit.name, LIMIT_KINDS) or
+            "the limits are " + ", ".join(f"`{name}`" for name in LIMIT_KINDS)))
+        return None
+    if kind == "duration":
+        if isinstance(value, Duration):
+            return LimitValue(limit.name, seconds=value.seconds, policy=policy, span=limit.span)
+        diagnostics.append(diagnostic("invalid-value", limit.span,
+                                      f"`limit {limit.name}` takes a duration such as `2h`"))
+        return None
+    if isinstance(value, Duration):
+        diagnostics.append(diagnostic("invalid-value", limit.span,
+                                      f"`limit {limit.name}` takes a {'number' if kind == 'count' else 'amount'}, not a duration"))
+        return None
+    assert isinstance(value, Money)
+    if kind == "money":
+        return LimitValue(limit.name, amount=value.amount, currency=value.currency, policy=policy, span=limit.span)
+    if value.currency is not None or value.amount != value.amount.to_integral_value() or value.amount < 0:
+        diagnostics.append(diagnostic("invalid-value", limit.span,
+                                      f"`limit {limit.name}` takes a whole number, not `{value}`"))
+        return None
+    return LimitValue(limit.name, count=int(value.amount), policy=policy, span=limit.span)

@@ -1,0 +1,95 @@
+"""Canonical JSON and content hashes.
+
+`canonical_json(value)` writes one text for one value, whatever order its dicts were built in, so
+that plan hashes, policy hashes, journal bodies and the argument hash an approval binds to compare
+equal exactly when the values do. The form:
+
+- object keys sorted by code point; keys must be strings (no silent `1` → `"1"` conversion, which
+  would make `{1: x}` and `{"1": x}` collide);
+- no whitespace; non-ASCII characters written as themselves (the text is hashed as UTF-8);
+- `None`, `bool`, `int`, `str` as JSON writes them; tuples as lists;
+- a float by its shortest round-trip text (`repr`), so `1.0` stays distinct from the integer `1`;
+  NaN and infinities are rejected, JSON has no spelling for them;
+- a `Decimal` as a string in plain notation without trailing zeros (`Decimal("2.50")` and
+  `Decimal("25E-1")` both give `"2.5"`; minus zero gives `"0"`), so equal amounts hash equally.
+
+Anything else raises `TypeError`, and a value that cannot be written raises `ValueError`: the
+canonical form never guesses. `content_hash(value)` is `"sha256:"` and the hex SHA-256 of the
+canonical text encoded as UTF-8.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from decimal import Decimal
+from typing import Any
+
+HASH_PREFIX = "sha256:"
+
+
+def canonical_json(value: Any) -> str:
+    """The canonical JSON text of a JSON-like value (see the module docstring)."""
+    parts: list[str] = []
+    _write(value, parts)
+    return "".join(parts)
+
+
+def content_hash(value: Any) -> str:
+    """`"sha256:<hex>"` over the UTF-8 bytes of `canonical_json(value)`."""
+    return HASH_PREFIX + hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
+
+
+def _decimal_text(amount: Decimal) -> str:
+    """Plain notation, no exponent, no trailing zeros, no minus zero: `2.50` → `"2.5"`."""
+    if not amount.is_finite():
+        raise ValueError(f"a decimal must be finite to be written canonically, not {amount}")
+    text = format(amount.normalize(), "f")
+    return "0" if text == "-0" else text
+
+
+def _write(value: Any, parts: list[str]) -> None:
+    if value is None:
+        parts.append("null")
+    elif isinstance(value, bool):
+        parts.append("true" if value else "false")
+    elif isinstance(value, int):
+        parts.append(str(int(value)))
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"JSON has no spelling for the float {value!r}")
+        parts.append(float.__repr__(value))
+    elif isinstance(value, Decimal):
+        parts.append(_string(_decimal_text(value)))
+    elif isinstance(value, str):
+        parts.append(_string(value))
+    elif isinstance(value, (list, tuple)):
+        parts.append("[")
+        for index, item in enumerate(value):
+            if index:
+                parts.append(",")
+            _write(item, parts)
+        parts.append("]")
+    elif isinstance(value, dict):
+        for key in value:
+            if not isinstance(key, str):
+                raise TypeError(f"object keys must be strings, not {type(key).__name__} {key!r}")
+        parts.append("{")
+        for index, key in enumerate(sorted(value)):
+            if index:
+                parts.append(",")
+            parts.append(_string(key))
+            parts.append(":")
+            _write(value[key], parts)
+        parts.append("}")
+    else:
+        raise TypeError(f"a {type(value).__name__} has no canonical JSON form")
+
+
+def _string(text: str) -> str:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise ValueError(f"the string {text!r} is not valid Unicode text: {error.reason}") from None
+    return json.dumps(str(text), ensure_ascii=False)
