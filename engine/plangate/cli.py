@@ -16,6 +16,7 @@ from typing import Sequence
 from plangate import __version__
 
 FORMATS = ("text", "json", "sarif", "github", "junit")
+DEFAULT_JOURNAL = os.path.join(".plangate", "journal.db")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -51,6 +52,52 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("old", metavar="OLD")
     diff.add_argument("new", metavar="NEW")
     diff.add_argument("--format", choices=("text", "json"), default="text")
+
+    run = commands.add_parser("run", help="execute a plan under a policy (or resume the run --run names)")
+    run.add_argument("plan", metavar="PLAN")
+    run.add_argument("--policy", action="append", default=[], metavar="FILE", required=True)
+    run.add_argument("--tools", action="append", default=[], metavar="MODULE_OR_FILE", required=True)
+    run.add_argument("--journal", default=DEFAULT_JOURNAL, metavar="PATH")
+    run.add_argument("--run", dest="run_id", metavar="ID")
+
+    resume = commands.add_parser("resume", help="go on with a paused or interrupted run")
+    resume.add_argument("run_id", metavar="RUN")
+    resume.add_argument("--tools", action="append", default=[], metavar="MODULE_OR_FILE", required=True)
+    resume.add_argument("--journal", default=DEFAULT_JOURNAL, metavar="PATH")
+
+    approve = commands.add_parser("approve", help="approve the exact call of a step")
+    approve.add_argument("run_id", metavar="RUN")
+    approve.add_argument("step", metavar="STEP")
+    approve.add_argument("--as", dest="approver", required=True, metavar="NAME")
+    approve.add_argument("--role", required=True, metavar="ROLE")
+    approve.add_argument("--yes", action="store_true", help="record without asking for confirmation")
+    approve.add_argument("--journal", default=DEFAULT_JOURNAL, metavar="PATH")
+
+    reconcile = commands.add_parser("reconcile", help="settle a step whose outcome is unknown")
+    reconcile.add_argument("run_id", metavar="RUN")
+    reconcile.add_argument("step", metavar="STEP")
+    happened = reconcile.add_mutually_exclusive_group(required=True)
+    happened.add_argument("--happened", action="store_true")
+    happened.add_argument("--not-happened", action="store_true")
+    reconcile.add_argument("--as", dest="approver", required=True, metavar="NAME")
+    reconcile.add_argument("--journal", default=DEFAULT_JOURNAL, metavar="PATH")
+
+    status = commands.add_parser("status", help="the state of a run and its steps")
+    status.add_argument("run_id", metavar="RUN")
+    status.add_argument("--format", choices=("text", "json"), default="text")
+    status.add_argument("--journal", default=DEFAULT_JOURNAL, metavar="PATH")
+
+    log = commands.add_parser("log", help="the journal of a run: effects, decisions, approvals, evidence")
+    log.add_argument("run_id", metavar="RUN")
+    log.add_argument("--format", choices=("text", "json"), default="text")
+    log.add_argument("--verify", action="store_true", help="check the journal's hash chain (exit 1 if damaged)")
+    log.add_argument("--journal", default=DEFAULT_JOURNAL, metavar="PATH")
+
+    abort = commands.add_parser("abort", help="stop a run; with --rollback undo its reversible steps")
+    abort.add_argument("run_id", metavar="RUN")
+    abort.add_argument("--rollback", action="store_true")
+    abort.add_argument("--tools", action="append", default=[], metavar="MODULE_OR_FILE")
+    abort.add_argument("--journal", default=DEFAULT_JOURNAL, metavar="PATH")
     return parser
 
 
@@ -139,7 +186,185 @@ def _policy(args: argparse.Namespace) -> int:
     return diff_command(args.old, args.new, args.format)
 
 
-_COMMANDS = {"check": _check, "explain": _explain, "test": _test, "policy": _policy}
+def _runtime(journal_path: str, tools: Sequence[str] = (), read_only: bool = False):
+    from plangate.runtime.host import Runtime, RuntimeError_
+    from plangate.runtime.journal import Journal, JournalError
+    from plangate.runtime.tools import ToolRegistry
+
+    try:
+        journal = Journal.open(journal_path, read_only=read_only)
+    except JournalError as error:
+        raise RuntimeError_(str(error)) from None
+    registry = ToolRegistry()
+    problems = [problem for module in tools for problem in registry.load(module)]
+    if problems:
+        journal.close()
+        raise RuntimeError_("cannot load the tools: " + "; ".join(problems))
+    return Runtime(journal, registry)
+
+
+def _runtime_command(function):
+    def run(args: argparse.Namespace) -> int:
+        from plangate.runtime.host import RuntimeError_
+
+        try:
+            return function(args)
+        except RuntimeError_ as error:
+            print(f"plangate: {error}", file=sys.stderr)
+            return 2
+    return run
+
+
+def _print_report(report) -> int:
+    print(f"run {report.run}: {report.state}")
+    for step_id, info in report.steps.items():
+        reason = f" — {info['reason']}" if info.get("reason") else ""
+        print(f"  {step_id:<20} {info['state']:<22} attempts {info['attempts']}{reason}")
+    if report.state != "succeeded":
+        print(report.message)
+    if report.state == "paused":
+        print(f"go on with: plangate resume {report.run} --tools …")
+    return report.exit_code
+
+
+@_runtime_command
+def _run(args: argparse.Namespace) -> int:
+    from plangate.diagnostics.render import render
+    from plangate.driver import check
+
+    result = check([args.plan], args.policy)
+    if result.errors or result.exit_code() == 2:
+        sys.stderr.write(render(result.diagnostics, result.sources, "text", files=result.files,
+                                color=_use_color("auto", sys.stderr), tool_version=__version__))
+        print("plangate: the plan has errors; nothing was run", file=sys.stderr)
+        return 2
+    plan_text = result.sources.get(args.plan).text
+    policy_texts = [(name, result.sources.get(name).text) for name in args.policy]
+    runtime = _runtime(args.journal, args.tools)
+    if args.run_id and args.run_id in runtime.journal.runs():
+        runtime.new_version(args.run_id, plan_text, args.plan)
+        run_id = args.run_id
+    else:
+        run_id = runtime.start(plan_text, args.plan, policy_texts, args.run_id)
+    print(f"run id: {run_id}")
+    return _print_report(runtime.advance(run_id))
+
+
+@_runtime_command
+def _resume(args: argparse.Namespace) -> int:
+    runtime = _runtime(args.journal, args.tools)
+    return _print_report(runtime.advance(args.run_id))
+
+
+@_runtime_command
+def _approve(args: argparse.Namespace) -> int:
+    from plangate.runtime.canonical import canonical_json
+    from plangate.runtime.host import RuntimeError_
+
+    runtime = _runtime(args.journal)
+    view = runtime.view(args.run_id)
+    step = view.plan.step(args.step)
+    if step is None:
+        raise RuntimeError_(f"run `{args.run_id}` has no step `{args.step}`")
+    call = runtime.exact_call(view, step)
+    print(f"run:       {args.run_id}")
+    print(f"plan:      {view.plan.id} version {view.plan_version} ({view.plan_hash})")
+    print(f"step:      {args.step}")
+    print(f"call:      {call['tool']}({canonical_json(call['args'])})")
+    print(f"approver:  {args.approver} as role \"{args.role}\"")
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise RuntimeError_("confirm on a terminal, or pass --yes to approve without asking")
+        answer = input("approve this exact call? [y/N] ").strip().lower()
+        if answer not in ("y", "yes"):
+            print("not approved")
+            return 1
+    body = runtime.approve(args.run_id, args.step, args.approver, args.role)
+    print(f"approved; valid until {body['expires_at']}")
+    return 0
+
+
+@_runtime_command
+def _reconcile(args: argparse.Namespace) -> int:
+    runtime = _runtime(args.journal)
+    runtime.reconcile(args.run_id, args.step, bool(args.happened), args.approver)
+    print(f"step `{args.step}` settled: the call {'happened' if args.happened else 'did not happen'}")
+    return 0
+
+
+@_runtime_command
+def _status(args: argparse.Namespace) -> int:
+    import json
+
+    runtime = _runtime(args.journal, read_only=True)
+    report = runtime.report(args.run_id, runtime.view(args.run_id), record=False)
+    if args.format == "json":
+        steps = {k: {"state": v["state"], "attempts": v["attempts"], "reason": v["reason"]} for k, v in report.steps.items()}
+        print(json.dumps({"run": report.run, "state": report.state, "steps": steps}, indent=2))
+        return 0
+    _print_report(report)
+    return 0
+
+
+@_runtime_command
+def _log(args: argparse.Namespace) -> int:
+    import json
+
+    runtime = _runtime(args.journal, read_only=True)
+    journal = runtime.journal
+    records = journal.records(args.run_id)
+    if not records:
+        print(f"plangate: there is no run `{args.run_id}` in {args.journal}", file=sys.stderr)
+        return 2
+    problems = journal.verify(args.run_id) if args.verify else []
+    if args.format == "json":
+        print(json.dumps({"run": args.run_id, "records": [
+            {"seq": r.seq, "kind": r.kind, "step": r.step, "at": r.at, "body": r.body, "hash": r.hash} for r in records],
+            "problems": [{"seq": p.seq, "code": p.code, "message": p.message} for p in problems]}, indent=2))
+    else:
+        for record in records:
+            print(f"{record.at}  {record.kind:<15} {record.step or '':<18} {_summary(record)}")
+        if args.verify:
+            print("journal verified: the hash chain is whole" if not problems else
+                  "journal damaged:\n" + "\n".join(f"  {p}" for p in problems))
+    return 1 if problems else 0
+
+
+def _summary(record) -> str:
+    from plangate.runtime.canonical import canonical_json
+
+    body = record.body
+    if record.kind == "run_started":
+        return f"plan {body['plan_hash'][:19]} v{body['plan_version']}, policy {body['policy_hash'][:19]}"
+    if record.kind == "intent":
+        return f"call {body['tool']}({canonical_json(body['args'])}) key={body['idempotency_key']} attempt {body['attempt']}"
+    if record.kind == "result":
+        text = canonical_json(body["result"])
+        return "result " + (text if len(text) < 100 else text[:100] + "…")
+    if record.kind == "state":
+        return f"→ {body['state']}: {body['reason']}"
+    if record.kind == "approval":
+        return f"approved by {body['approver']} (role {body['role']}) until {body['expires_at']}"
+    if record.kind == "evidence":
+        return f"{body['what']}: {body['proves']}"
+    if record.kind == "attempt_failed":
+        return f"failed: {body['error']}"
+    if record.kind == "reconciled":
+        return f"{'happened' if body['happened'] else 'did not happen'} (by {body['by']})"
+    if record.kind == "run_state":
+        return f"run {body['state']}" + (f": {body.get('reason')}" if body.get("reason") else "")
+    return canonical_json(body)[:120]
+
+
+@_runtime_command
+def _abort(args: argparse.Namespace) -> int:
+    runtime = _runtime(args.journal, args.tools)
+    return _print_report(runtime.abort(args.run_id, args.rollback)) and 0
+
+
+_COMMANDS = {"check": _check, "explain": _explain, "test": _test, "policy": _policy, "run": _run,
+             "resume": _resume, "approve": _approve, "reconcile": _reconcile, "status": _status, "log": _log,
+             "abort": _abort}
 
 
 if __name__ == "__main__":

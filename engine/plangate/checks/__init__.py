@@ -12,12 +12,16 @@ from dataclasses import dataclass
 from types import ModuleType
 
 from plangate.checks import (
+    catalogue,
     currency,
     dependency_cycle,
     duplicate_step,
     open_decision,
     policy_structure,
+    requirements,
     result_scope,
+    retry_idempotency,
+    rules,
     step_shape,
     unknown_step,
     unreachable,
@@ -41,6 +45,10 @@ PLAN_CHECKS: tuple[Check, ...] = (
     Check("currency", currency),
     Check("open-decision", open_decision),
     Check("unreachable", unreachable, needs_dag=True),
+    Check("catalogue", catalogue, needs_policy=True),
+    Check("retry-idempotency", retry_idempotency),
+    Check("requirements", requirements, needs_policy=True),
+    Check("rules", rules, needs_policy=True),
 )
 
 POLICY_CHECKS: tuple[Check, ...] = (

@@ -8,14 +8,12 @@ the longest prefix, then `*`. Two policies giving one pattern different `args` s
 tool ambiguous (`ambiguous-tool`); the first schema is kept.
 
 The canonical form (`canonical()`) holds every fact a decision may use, with expressions printed
-as canonical CEL and no spans; `hash` is the SHA-256 of its canonical JSON. The runtime decides
+as canonical CEL and no spans; `hash` is its `content_hash` (SHA-256 of the canonical JSON). The runtime decides
 with this same object, so a decision never depends on anything outside it.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -23,6 +21,7 @@ from typing import Any, Iterable
 
 from plangate.cel.ast import Expr, to_source
 from plangate.diagnostics import Diagnostic, Label, diagnostic
+from plangate.runtime.canonical import canonical_json, content_hash
 from plangate.ir.nodes import ApprovalSpec, ArgSpec, Duration, Limit, Money, Policy, PolicyTest, Risk
 from plangate.source import NO_SPAN, Span
 from plangate.suggest import did_you_mean
@@ -138,7 +137,7 @@ class CompiledPolicy:
             "policies": [{"id": i, "version": v} for i, v in zip(self.ids, self.versions)],
             "catalogue": [
                 {"pattern": e.pattern, "risk": e.risk.name if e.risk is not None else None,
-                 "cost_cap": str(e.cost_cap) if e.cost_cap is not None else None, "currency": e.currency,
+                 "cost_cap": e.cost_cap, "currency": e.currency,
                  "time_cap": e.time_cap,
                  "args": None if e.args is None else [[a.name, a.type, a.optional] for a in e.args]}
                 for e in self.catalogue
@@ -154,13 +153,13 @@ class CompiledPolicy:
             ],
             "rules": [{"effect": r.effect, "name": r.name, "when": to_source(r.when), "because": r.because,
                        "policy": r.policy} for r in self.rules],
-            "limits": {name: {"count": v.count, "amount": str(v.amount) if v.amount is not None else None,
+            "limits": {name: {"count": v.count, "amount": v.amount,
                               "currency": v.currency, "seconds": v.seconds}
                        for name, v in sorted(self.limits.items())},
         }
 
     def canonical_json(self) -> str:
-        return json.dumps(self.canonical(), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return canonical_json(self.canonical())
 
 
 def describe_approval(spec: ApprovalSpec) -> str:
@@ -233,8 +232,7 @@ def compile_policies(policies: Iterable[Policy]) -> tuple[CompiledPolicy, list[D
         limits=limits,
         tests=tuple(tests),
     )
-    digest = hashlib.sha256(compiled.canonical_json().encode("utf-8")).hexdigest()
-    object.__setattr__(compiled, "hash", "sha256:" + digest)
+    object.__setattr__(compiled, "hash", content_hash(compiled.canonical()))
     return compiled, diagnostics
 
 

@@ -1,0 +1,930 @@
+"""CEL evaluation by closure compilation: the tree is turned once into nested Python closures.
+
+Algorithm
+- `compile_expr(expr)` walks the syntax tree once and returns `evaluate(activation)`. Each node
+  becomes one closure that calls its children's closures; nothing inspects the tree afterwards.
+  Common shapes get a specialised closure: a selection on a variable (`args.amount`), a comparison
+  with a literal (`call.tool == "x"`, `args.amount > 500.0`), `in` over a literal list of strings or
+  numbers, a `matches` with a literal pattern (compiled once).
+- Inside, a failed operation raises the private `_Failure`; `&&` and `||` catch it to give CEL's
+  commutative error absorption (`false && error` is false, `true || error` is true, in either order);
+  the outer `evaluate` turns it into a `CelError` value. The happy path pays for no error checks.
+
+Values: CEL values are plain Python data. int → `int` (64-bit: an operation whose result leaves the
+range is an error), uint → `Uint` (an `int` subclass), double → `float`, string → `str`,
+bytes → `bytes`, bool → `bool`, null → `None`, list → `list` (a `tuple` is read as a list),
+map → any `Mapping`, duration → `Duration`. A `bool` is never a number, though Python says
+`True == 1`.
+
+Semantics kept from the CEL specification (and cel-go) where cel-python 0.5 differs:
+- Heterogeneous numeric comparison and equality: `1 == 1.0`, `2 < 2.5`, `1u < 2` compare the
+  mathematical values (exactly, without rounding the int to a double). Values of different
+  non-numeric types are unequal (`1 == "a"` is false, never an error); arithmetic never mixes types.
+- Double division by zero follows IEEE 754 (±inf, NaN for 0/0); `[1][-1]` is out of range;
+  `string(true)` is "true"; `true && 1` is an error; durations keep nanoseconds.
+- `matches` uses RE2 (CEL's own regular-expression dialect), whose matching time is linear in the
+  text: no pattern can backtrack catastrophically. Patterns are bounded to `MAX_PATTERN_CHARS`.
+
+Invariants
+- The returned `evaluate` never raises on any activation of CEL values: a failure is a `CelError`.
+  Values of other Python types are refused by the operations that meet them ("unsupported value").
+- No `eval`, no attribute access: a selection `a.b` only reads the key "b" of a mapping, so
+  `x.__class__` is a "no such key" error, never a Python attribute.
+- No evaluation builds a string, bytes or list longer than `MAX_SIZE`.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import lru_cache
+from typing import Callable, Mapping
+
+import re2
+
+from plangate.cel.ast import (Binary, Call, Conditional, Expr, Ident, Index, ListExpr, Literal, MapExpr,
+                              Select, Unary)
+
+INT_MIN = -(1 << 63)
+INT_MAX = (1 << 63) - 1
+UINT_MAX = (1 << 64) - 1
+MAX_SIZE = 1_000_000
+MAX_PATTERN_CHARS = 4096
+MAX_DURATION_SECONDS = 315_576_000_000  # CEL's bound: 10,000 years
+NANOS_PER_SECOND = 1_000_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class CelError:
+    """An evaluation error, returned as a value (CEL errors are values, never exceptions)."""
+
+    message: str
+
+
+class Uint(int):
+    """A CEL `uint`: an `int` marked unsigned, so that `1u + 1` is refused like in CEL."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"{int(self)}u"
+
+
+@dataclass(frozen=True, order=True, slots=True)
+class Duration:
+    """A CEL duration (`google.protobuf.Duration`): a signed whole number of nanoseconds."""
+
+    nanos: int
+
+    @classmethod
+    def from_seconds(cls, seconds: int | float | Fraction) -> "Duration":
+        return cls(int(Fraction(seconds) * NANOS_PER_SECOND))
+
+    @property
+    def seconds(self) -> float:
+        return self.nanos / NANOS_PER_SECOND
+
+    def __str__(self) -> str:
+        """CEL's text form: seconds with the fraction trimmed, then `s` (`5400s`, `0.1s`)."""
+        sign = "-" if self.nanos < 0 else ""
+        whole, fraction = divmod(abs(self.nanos), NANOS_PER_SECOND)
+        digits = f".{fraction:09d}".rstrip("0") if fraction else ""
+        return f"{sign}{whole}{digits}s"
+
+
+Activation = Mapping[str, object]
+Evaluator = Callable[[Activation], object]
+
+
+class _Failure(Exception):
+    """Raised inside compiled closures; never leaves `compile_expr`'s evaluator."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+_MISSING = object()
+_NUMBER = frozenset({int, float, Uint})
+_EQUAL_AS_PYTHON = frozenset({int, float, Uint, str, bytes, bool, type(None), Duration})
+_ORDERED_AS_PYTHON = frozenset({int, float, Uint, str, bytes, bool, Duration})
+_ORDERINGS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+_LOGICAL = frozenset({"&&", "||"})
+
+
+def compile_expr(expr: Expr) -> Evaluator:
+    """Compile `expr` into `evaluate(activation) -> value | CelError`; it never raises on input."""
+    try:
+        compiled = _compile(expr)
+    except RecursionError:
+        error = CelError("the expression is nested too deeply to evaluate")
+        return lambda activation: error
+
+    def evaluate(activation: Activation) -> object:
+        try:
+            return compiled(activation)
+        except _Failure as failure:
+            return CelError(failure.message)
+        except RecursionError:
+            return CelError("a value is nested too deeply to evaluate")
+
+    return evaluate
+
+
+# ------------------------------------------------------------------------------------ values
+def type_name(value: object) -> str:
+    """The CEL type of a value, as CEL writes it (`int`, `map`…); other Python types by class."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, Uint):
+        return "uint"
+    if isinstance(value, int):
+        return "int"
+    if isinstance(value, float):
+        return "double"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bytes):
+        return "bytes"
+    if isinstance(value, (list, tuple)):
+        return "list"
+    if isinstance(value, Mapping):
+        return "map"
+    if isinstance(value, Duration):
+        return "duration"
+    return f"unsupported value of Python type `{type(value).__name__}`"
+
+
+def _plain(value: object) -> object:
+    """`value` as its exact base type (an `IntEnum` as `int`, a `StrEnum` as `str`…)."""
+    if type(value) in _EQUAL_AS_PYTHON or isinstance(value, bool):
+        return value
+    for base in (int, float, str, bytes):
+        if isinstance(value, base):
+            return base(value)  # type: ignore[call-overload]
+    return value
+
+
+def _no_overload(symbol: str, *operands: object) -> _Failure:
+    types = [type_name(operand) for operand in operands]
+    if len(types) == 1:
+        return _Failure(f"no such overload for `{symbol}{types[0]}`")
+    return _Failure(f"no such overload for `{types[0]} {symbol} {types[1]}`")
+
+
+def _int_result(value: int) -> int:
+    if INT_MIN <= value <= INT_MAX:
+        return value
+    raise _Failure("integer overflow")
+
+
+def _uint_result(value: int) -> Uint:
+    if 0 <= value <= UINT_MAX:
+        return Uint(value)
+    raise _Failure("unsigned integer overflow")
+
+
+def _duration_result(nanos: int) -> Duration:
+    if abs(nanos) > MAX_DURATION_SECONDS * NANOS_PER_SECOND:
+        raise _Failure("duration out of range")
+    return Duration(nanos)
+
+
+def _sized(length: int, what: str) -> None:
+    if length > MAX_SIZE:
+        raise _Failure(f"the {what} would be longer than {MAX_SIZE:,}")
+
+
+def _is_list(value: object) -> bool:
+    return isinstance(value, (list, tuple))
+
+
+# ---------------------------------------------------------------------- equality and ordering
+def _equals(left: object, right: object) -> bool:
+    """CEL equality: numbers by value across int/uint/double, other types never equal each other."""
+    left_type = type(left)
+    if left_type is type(right) and left_type in _EQUAL_AS_PYTHON:
+        return left == right
+    if left_type in _NUMBER and type(right) in _NUMBER:
+        return left == right
+    left, right = _plain(left), _plain(right)
+    left_name, right_name = type_name(left), type_name(right)
+    for name in (left_name, right_name):
+        if name.startswith("unsupported"):
+            raise _Failure(name)
+    if left_name in ("int", "uint", "double") and right_name in ("int", "uint", "double"):
+        return left == right
+    if left_name != right_name:
+        return False
+    if left_name == "list":
+        return len(left) == len(right) and all(map(_equals, left, right))  # type: ignore[arg-type]
+    if left_name == "map":
+        if len(left) != len(right):  # type: ignore[arg-type]
+            return False
+        for key, value in left.items():  # type: ignore[union-attr]
+            found = _map_find(right, key)  # type: ignore[arg-type]
+            if found is _MISSING or not _equals(value, found):
+                return False
+        return True
+    return left == right
+
+
+def _ordered(left: object, right: object, symbol: str) -> tuple[object, object]:
+    """The pair as Python can order it, or a failure when CEL has no ordering for the two types."""
+    left_type, right_type = type(left), type(right)
+    if (left_type is right_type and left_type in _ORDERED_AS_PYTHON) or (
+            left_type in _NUMBER and right_type in _NUMBER):
+        return left, right
+    plain_left, plain_right = _plain(left), _plain(right)
+    if plain_left is not left or plain_right is not right:
+        return _ordered(plain_left, plain_right, symbol)
+    raise _no_overload(symbol, left, right)
+
+
+# -------------------------------------------------------------------------------- containers
+def _map_find(mapping: Mapping, key: object) -> object:
+    """The value stored under `key` with CEL's key equality, or `_MISSING`."""
+    if isinstance(key, str):
+        return mapping.get(key, _MISSING)
+    if isinstance(key, bool):
+        for stored, value in mapping.items():
+            if stored is key:
+                return value
+        return _MISSING
+    if isinstance(key, (int, float)):
+        if isinstance(key, float) and not key.is_integer():
+            return _MISSING
+        if key == 0 or key == 1:  # Python finds `True` under 1 and `False` under 0
+            for stored, value in mapping.items():
+                if not isinstance(stored, bool) and isinstance(stored, (int, float)) and stored == key:
+                    return value
+            return _MISSING
+        return mapping.get(key, _MISSING)
+    raise _Failure(f"unsupported map key type `{type_name(key)}`")
+
+
+def _lookup(mapping: Mapping, key: object) -> object:
+    value = _map_find(mapping, key)
+    if value is _MISSING:
+        raise _Failure(f"no such key `{_show(key)}`")
+    return value
+
+
+def _show(value: object) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value)
+
+
+def _select(base: object, field: str) -> object:
+    if isinstance(base, Mapping):
+        value = base.get(field, _MISSING)
+        if value is _MISSING:
+            raise _Failure(f"no such key `{field}`")
+        return value
+    raise _Failure(f"cannot select `{field}` from a value of type `{type_name(base)}`")
+
+
+def _index(container: object, key: object) -> object:
+    if _is_list(container):
+        if type(key) is int or type(key) is Uint:
+            if 0 <= key < len(container):  # type: ignore[arg-type,operator]
+                return container[key]  # type: ignore[index]
+            raise _Failure(f"index {key} out of range for a list of size {len(container)}")  # type: ignore[arg-type]
+        raise _no_overload("[]", container, key)
+    if isinstance(container, Mapping):
+        return _lookup(container, key)
+    raise _Failure(f"cannot index a value of type `{type_name(container)}`")
+
+
+def _contains(item: object, container: object) -> bool:
+    if _is_list(container):
+        return any(_equals(item, element) for element in container)  # type: ignore[union-attr]
+    if isinstance(container, Mapping):
+        return _map_find(container, item) is not _MISSING
+    raise _no_overload("in", item, container)
+
+
+# -------------------------------------------------------------------------------- arithmetic
+def _add(left: object, right: object) -> object:
+    kind = type(left)
+    if kind is type(right):
+        if kind is int:
+            return _int_result(left + right)  # type: ignore[operator]
+        if kind is float:
+            return left + right  # type: ignore[operator]
+        if kind is str or kind is bytes:
+            _sized(len(left) + len(right), "string" if kind is str else "bytes")  # type: ignore[arg-type]
+            return left + right  # type: ignore[operator]
+        if kind is Uint:
+            return _uint_result(left + right)  # type: ignore[operator]
+        if kind is Duration:
+            return _duration_result(left.nanos + right.nanos)  # type: ignore[attr-defined]
+    if _is_list(left) and _is_list(right):
+        _sized(len(left) + len(right), "list")  # type: ignore[arg-type]
+        return [*left, *right]  # type: ignore[misc]
+    return _retry_plain(_add, "+", left, right)
+
+
+def _subtract(left: object, right: object) -> object:
+    kind = type(left)
+    if kind is type(right):
+        if kind is int:
+            return _int_result(left - right)  # type: ignore[operator]
+        if kind is float:
+            return left - right  # type: ignore[operator]
+        if kind is Uint:
+            return _uint_result(left - right)  # type: ignore[operator]
+        if kind is Duration:
+            return _duration_result(left.nanos - right.nanos)  # type: ignore[attr-defined]
+    return _retry_plain(_subtract, "-", left, right)
+
+
+def _multiply(left: object, right: object) -> object:
+    kind = type(left)
+    if kind is type(right):
+        if kind is int:
+            return _int_result(left * right)  # type: ignore[operator]
+        if kind is float:
+            return left * right  # type: ignore[operator]
+        if kind is Uint:
+            return _uint_result(left * right)  # type: ignore[operator]
+    return _retry_plain(_multiply, "*", left, right)
+
+
+def _divide(left: object, right: object) -> object:
+    kind = type(left)
+    if kind is type(right):
+        if kind is int or kind is Uint:
+            if right == 0:
+                raise _Failure("division by zero")
+            quotient = abs(left) // abs(right)  # type: ignore[arg-type]
+            if (left < 0) != (right < 0):  # type: ignore[operator]
+                quotient = -quotient  # truncation toward zero, as CEL and C
+            return _int_result(quotient) if kind is int else Uint(quotient)
+        if kind is float:
+            if right == 0.0:
+                if left == 0.0 or left != left:  # 0/0 and NaN/0 are NaN
+                    return math.nan
+                return math.copysign(math.inf, left) * math.copysign(1.0, right)  # type: ignore[arg-type]
+            return left / right  # type: ignore[operator]
+    return _retry_plain(_divide, "/", left, right)
+
+
+def _modulo(left: object, right: object) -> object:
+    kind = type(left)
+    if kind is type(right) and (kind is int or kind is Uint):
+        if right == 0:
+            raise _Failure("modulus by zero")
+        remainder = abs(left) % abs(right)  # type: ignore[arg-type]
+        if left < 0:  # type: ignore[operator]
+            remainder = -remainder  # the sign of the dividend, as CEL and C
+        return remainder if kind is int else Uint(remainder)
+    return _retry_plain(_modulo, "%", left, right)
+
+
+def _retry_plain(operation: Callable[[object, object], object], symbol: str,
+                 left: object, right: object) -> object:
+    plain_left, plain_right = _plain(left), _plain(right)
+    if plain_left is left and plain_right is right:
+        raise _no_overload(symbol, left, right)
+    return operation(plain_left, plain_right)
+
+
+def _negate(value: object) -> object:
+    kind = type(value)
+    if kind is int:
+        return _int_result(-value)  # type: ignore[operator]
+    if kind is float:
+        return -value  # type: ignore[operator]
+    if kind is Duration:
+        return Duration(-value.nanos)  # type: ignore[attr-defined]
+    plain = _plain(value)
+    if plain is value:
+        raise _no_overload("-", value)
+    return _negate(plain)
+
+
+_ARITHMETIC = {"+": _add, "-": _subtract, "*": _multiply, "/": _divide, "%": _modulo}
+
+
+# --------------------------------------------------------------------------------- functions
+_DURATION_TEXT = re.compile(r"[-+]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:ns|us|µs|μs|ms|s|m|h|d))+|[-+]?0")
+_DURATION_PART = re.compile(r"([0-9]*)\.?([0-9]*)(ns|us|µs|μs|ms|s|m|h|d)")
+_UNIT_NANOS = {"ns": 1, "us": 1_000, "µs": 1_000, "μs": 1_000, "ms": 1_000_000, "s": NANOS_PER_SECOND,
+               "m": 60 * NANOS_PER_SECOND, "h": 3600 * NANOS_PER_SECOND, "d": 86400 * NANOS_PER_SECOND}
+_MAX_DURATION_TEXT = 256
+
+
+def parse_duration(text: str) -> Duration | CelError:
+    """A CEL duration string (`30s`, `1.5h`, `1h30m`, `100ms`, `-2m`; units ns us ms s m h d)."""
+    if len(text) > _MAX_DURATION_TEXT or not _DURATION_TEXT.fullmatch(text):
+        return CelError(f"invalid duration `{text[:64]}`")
+    nanos = Fraction(0)
+    for whole, fraction, unit in _DURATION_PART.findall(text):
+        amount = int(whole or "0") + (Fraction(int(fraction), 10 ** len(fraction)) if fraction else 0)
+        nanos += amount * _UNIT_NANOS[unit]
+    total = int(nanos) * (-1 if text.startswith("-") else 1)
+    if abs(total) > MAX_DURATION_SECONDS * NANOS_PER_SECOND:
+        return CelError(f"duration `{text[:64]}` is out of range")
+    return Duration(total)
+
+
+@lru_cache(maxsize=512)
+def _regexp(pattern: str) -> object:
+    """The compiled RE2 program for `pattern`, or the message saying why there is none."""
+    if len(pattern) > MAX_PATTERN_CHARS:
+        return f"the regular expression is longer than {MAX_PATTERN_CHARS:,} characters"
+    options = re2.Options()
+    options.log_errors = False
+    try:
+        return re2.compile(pattern, options)
+    except re2.error as error:
+        reason = error.args[0] if error.args else error
+        if isinstance(reason, bytes):
+            reason = reason.decode("utf-8", "replace")
+        return f"invalid regular expression `{pattern[:64]}`: {reason}"
+    except UnicodeEncodeError:
+        return "the regular expression is not valid unicode"
+
+
+def pattern_error(pattern: str) -> str | None:
+    """Why `pattern` cannot be used by `matches`, or None when it can."""
+    regexp = _regexp(pattern)
+    return regexp if isinstance(regexp, str) else None
+
+
+def _matches(text: object, pattern: object) -> bool:
+    if not isinstance(text, str) or not isinstance(pattern, str):
+        raise _no_overload(".matches", text, pattern)
+    regexp = _regexp(pattern)
+    if isinstance(regexp, str):
+        raise _Failure(regexp)
+    try:
+        return regexp.search(text) is not None  # type: ignore[attr-defined]
+    except UnicodeEncodeError:
+        raise _Failure("the string is not valid unicode") from None
+
+
+def _size(value: object) -> int:
+    if isinstance(value, (str, bytes, list, tuple, Mapping)):
+        return len(value)
+    raise _Failure(f"no such overload for `size({type_name(value)})`")
+
+
+def _string_method(method: Callable[[str, str], bool], name: str) -> Callable[[object, object], bool]:
+    def call(target: object, argument: object) -> bool:
+        if isinstance(target, str) and isinstance(argument, str):
+            return method(target, argument)
+        raise _Failure(f"no such overload for `{type_name(target)}.{name}({type_name(argument)})`")
+    return call
+
+
+_METHODS_OF_ONE: dict[str, Callable[[object, object], object]] = {
+    "startsWith": _string_method(str.startswith, "startsWith"),
+    "endsWith": _string_method(str.endswith, "endsWith"),
+    "contains": _string_method(str.__contains__, "contains"),
+    "matches": _matches,
+}
+
+_DECIMAL_INT = re.compile(r"[+-]?[0-9]{1,20}")
+_DECIMAL_UINT = re.compile(r"[0-9]{1,20}")
+_DECIMAL_DOUBLE = re.compile(r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]{1,4})?|inf|infinity|nan)",
+                             re.IGNORECASE)
+_BOOL_TEXT = {"true": True, "True": True, "TRUE": True, "t": True, "T": True, "1": True,
+              "false": False, "False": False, "FALSE": False, "f": False, "F": False, "0": False}
+
+
+def _whole_from_double(value: float, low: int, high: int, what: str) -> int:
+    if not math.isfinite(value):
+        raise _Failure(f"cannot convert `{value}` to `{what}`")
+    whole = int(value)
+    if not low <= whole <= high:
+        raise _Failure(f"`{value!r}` is out of the range of `{what}`")
+    return whole
+
+
+def _to_int(value: object) -> int:
+    value = _plain(value)
+    if type(value) is int:
+        return value  # type: ignore[return-value]
+    if type(value) is Uint:
+        return _int_result(int(value))  # type: ignore[arg-type]
+    if type(value) is float:
+        return _whole_from_double(value, INT_MIN, INT_MAX, "int")  # type: ignore[arg-type]
+    if type(value) is str:
+        if not _DECIMAL_INT.fullmatch(value):
+            raise _Failure(f"cannot convert `{value[:64]}` to `int`")
+        return _int_result(int(value))
+    raise _Failure(f"no such overload for `int({type_name(value)})`")
+
+
+def _to_uint(value: object) -> Uint:
+    value = _plain(value)
+    if type(value) is int or type(value) is Uint:
+        return _uint_result(value)  # type: ignore[arg-type]
+    if type(value) is float:
+        return Uint(_whole_from_double(value, 0, UINT_MAX, "uint"))  # type: ignore[arg-type]
+    if type(value) is str:
+        if not _DECIMAL_UINT.fullmatch(value):
+            raise _Failure(f"cannot convert `{value[:64]}` to `uint`")
+        return _uint_result(int(value))
+    raise _Failure(f"no such overload for `uint({type_name(value)})`")
+
+
+def _to_double(value: object) -> float:
+    value = _plain(value)
+    if type(value) is float:
+        return value  # type: ignore[return-value]
+    if type(value) is int or type(value) is Uint:
+        try:
+            return float(value)  # type: ignore[arg-type]
+        except OverflowError:
+            raise _Failure("the number is out of the range of `double`") from None
+    if type(value) is str:
+        if len(value) > 400 or not _DECIMAL_DOUBLE.fullmatch(value):
+            raise _Failure(f"cannot convert `{value[:64]}` to `double`")
+        return float(value)
+    raise _Failure(f"no such overload for `double({type_name(value)})`")
+
+
+def _to_string(value: object) -> str:
+    value = _plain(value)
+    kind = type(value)
+    if kind is str:
+        return value  # type: ignore[return-value]
+    if kind is bool:
+        return "true" if value else "false"
+    if kind is int or kind is Uint:
+        if not INT_MIN <= value <= UINT_MAX:  # type: ignore[operator]
+            raise _Failure("integer overflow")
+        return str(int(value))  # type: ignore[call-overload]
+    if kind is float:
+        return repr(value)
+    if kind is bytes:
+        try:
+            return value.decode("utf-8")  # type: ignore[union-attr]
+        except UnicodeDecodeError:
+            raise _Failure("the bytes are not valid UTF-8") from None
+    if kind is Duration:
+        return str(value)
+    raise _Failure(f"no such overload for `string({type_name(value)})`")
+
+
+def _to_bool(value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        if value in _BOOL_TEXT:
+            return _BOOL_TEXT[value]
+        raise _Failure(f"cannot convert `{value[:64]}` to `bool`")
+    raise _Failure(f"no such overload for `bool({type_name(value)})`")
+
+
+def _to_bytes(value: object) -> bytes:
+    if isinstance(value, bytes):
+        return bytes(value)
+    if isinstance(value, str):
+        _sized(len(value) * 4, "bytes")
+        try:
+            return value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise _Failure("the string is not valid unicode") from None
+    raise _Failure(f"no such overload for `bytes({type_name(value)})`")
+
+
+def _to_duration(value: object) -> Duration:
+    if isinstance(value, Duration):
+        return value
+    if isinstance(value, str):
+        parsed = parse_duration(value)
+        if isinstance(parsed, CelError):
+            raise _Failure(parsed.message)
+        return parsed
+    raise _Failure(f"no such overload for `duration({type_name(value)})`")
+
+
+_FUNCTIONS_OF_ONE: dict[str, Callable[[object], object]] = {
+    "size": _size,
+    "int": _to_int,
+    "uint": _to_uint,
+    "double": _to_double,
+    "string": _to_string,
+    "bool": _to_bool,
+    "bytes": _to_bytes,
+    "duration": _to_duration,
+}
+
+
+# --------------------------------------------------------------------------------- compiling
+_Closure = Callable[[Activation], object]
+
+
+def _failing(message: str) -> _Closure:
+    def fail(activation: Activation) -> object:
+        raise _Failure(message)
+    return fail
+
+
+def _compile(expr: Expr) -> _Closure:
+    if isinstance(expr, Literal):
+        return _compile_literal(expr)
+    if isinstance(expr, Ident):
+        return _compile_ident(expr.name)
+    if isinstance(expr, Select):
+        return _compile_select(expr)
+    if isinstance(expr, Index):
+        operand, key = _compile(expr.operand), _compile(expr.index)
+        return lambda activation: _index(operand(activation), key(activation))
+    if isinstance(expr, Call):
+        return _compile_call(expr)
+    if isinstance(expr, Unary):
+        return _compile_unary(expr)
+    if isinstance(expr, Binary):
+        return _compile_binary(expr)
+    if isinstance(expr, Conditional):
+        return _compile_conditional(expr)
+    if isinstance(expr, ListExpr):
+        items = tuple(_compile(item) for item in expr.items)
+        return lambda activation: [item(activation) for item in items]
+    if isinstance(expr, MapExpr):
+        return _compile_map(expr)
+    raise TypeError(f"not a CEL node: {expr!r}")
+
+
+def _literal_value(literal: Literal) -> object:
+    """The literal's value, or a `_Failure` when it is out of its type's range."""
+    if literal.kind == "int":
+        in_range = INT_MIN <= literal.value <= INT_MAX  # type: ignore[operator]
+        return literal.value if in_range else _Failure(f"`{literal.value}` is out of the range of `int`")
+    if literal.kind == "uint":
+        in_range = 0 <= literal.value <= UINT_MAX  # type: ignore[operator]
+        return Uint(literal.value) if in_range else _Failure(f"`{literal.value}u` is out of the range of `uint`")
+    return literal.value
+
+
+def _compile_literal(literal: Literal) -> _Closure:
+    value = _literal_value(literal)
+    if isinstance(value, _Failure):
+        return _failing(value.message)
+    return lambda activation: value
+
+
+def _compile_ident(name: str) -> _Closure:
+    unknown = f"unknown name `{name}`"
+
+    def ident(activation: Activation) -> object:
+        try:
+            return activation[name]
+        except KeyError:
+            raise _Failure(unknown) from None
+
+    return ident
+
+
+def _compile_select(expr: Select) -> _Closure:
+    field = expr.field
+    missing = f"no such key `{field}`"
+    if isinstance(expr.operand, Ident):  # `args.amount`: one closure for the variable and the key
+        name = expr.operand.name
+        unknown = f"unknown name `{name}`"
+
+        def select_variable(activation: Activation) -> object:
+            try:
+                base = activation[name]
+            except KeyError:
+                raise _Failure(unknown) from None
+            if type(base) is dict:
+                try:
+                    return base[field]
+                except KeyError:
+                    raise _Failure(missing) from None
+            return _select(base, field)
+
+        return select_variable
+    operand = _compile(expr.operand)
+
+    def select(activation: Activation) -> object:
+        base = operand(activation)
+        if type(base) is dict:
+            try:
+                return base[field]
+            except KeyError:
+                raise _Failure(missing) from None
+        return _select(base, field)
+
+    return select
+
+
+def _compile_call(expr: Call) -> _Closure:
+    name, arity = expr.function, len(expr.args)
+    if expr.target is None and name == "has":
+        return _compile_has(expr)
+    if expr.target is None and arity == 1 and name in _FUNCTIONS_OF_ONE:
+        function, argument = _FUNCTIONS_OF_ONE[name], _compile(expr.args[0])
+        return lambda activation: function(argument(activation))
+    if expr.target is not None and arity == 0 and name == "size":
+        target = _compile(expr.target)
+        return lambda activation: _size(target(activation))
+    if expr.target is None and arity == 2 and name == "matches":
+        expr = Call(name, expr.args[0], expr.args[1:], expr.span)  # `matches(s, p)` is `s.matches(p)`
+    if expr.target is not None and len(expr.args) == 1 and name in _METHODS_OF_ONE:
+        target = _compile(expr.target)
+        pattern = expr.args[0]
+        if name == "matches" and isinstance(pattern, Literal) and pattern.kind == "string":
+            return _compile_literal_match(target, pattern.value)  # type: ignore[arg-type]
+        method, argument = _METHODS_OF_ONE[name], _compile(pattern)
+        return lambda activation: method(target(activation), argument(activation))
+    if name in _FUNCTIONS_OF_ONE or name in _METHODS_OF_ONE or name == "has":
+        return _failing(f"no overload of `{name}` takes these arguments")
+    return _failing(f"unknown function `{name}`")
+
+
+def _compile_literal_match(target: _Closure, pattern: str) -> _Closure:
+    regexp = _regexp(pattern)
+    if isinstance(regexp, str):
+        return _failing(regexp)
+    search = regexp.search  # type: ignore[attr-defined]
+
+    def match(activation: Activation) -> bool:
+        text = target(activation)
+        if not isinstance(text, str):
+            raise _no_overload(".matches", text, pattern)
+        try:
+            return search(text) is not None
+        except UnicodeEncodeError:
+            raise _Failure("the string is not valid unicode") from None
+
+    return match
+
+
+def _compile_has(expr: Call) -> _Closure:
+    if len(expr.args) != 1 or not isinstance(expr.args[0], Select):
+        return _failing("`has` takes one field selection, such as `has(a.b)`")
+    selection = expr.args[0]
+    operand, field = _compile(selection.operand), selection.field
+
+    def has(activation: Activation) -> bool:
+        base = operand(activation)
+        if isinstance(base, Mapping):
+            return field in base
+        raise _Failure(f"`has` cannot test a field of a value of type `{type_name(base)}`")
+
+    return has
+
+
+def _compile_unary(expr: Unary) -> _Closure:
+    operand = _compile(expr.operand)
+    if expr.op == "-":
+        return lambda activation: _negate(operand(activation))
+
+    def logical_not(activation: Activation) -> bool:
+        value = operand(activation)
+        if value is True:
+            return False
+        if value is False:
+            return True
+        raise _no_overload("!", value)
+
+    return logical_not
+
+
+def _compile_binary(expr: Binary) -> _Closure:
+    if expr.op in _LOGICAL:
+        return _compile_logical(expr)
+    if expr.op in ("==", "!="):
+        return _compile_equality(expr)
+    if expr.op in _ORDERINGS:
+        return _compile_ordering(expr)
+    left, right = _compile(expr.left), _compile(expr.right)
+    if expr.op == "in":
+        return _compile_in(expr, left, right)
+    arithmetic = _ARITHMETIC[expr.op]
+    return lambda activation: arithmetic(left(activation), right(activation))
+
+
+def _compile_logical(expr: Binary) -> _Closure:
+    """`&&` and `||`: the deciding value (false for `&&`, true for `||`) absorbs errors on either side."""
+    left, right = _compile(expr.left), _compile(expr.right)
+    decisive = expr.op == "||"  # decides the result whatever the other side is
+    yielding = not decisive  # leaves the result to the other side
+    symbol = expr.op
+
+    def logical(activation: Activation) -> bool:
+        try:
+            first = left(activation)
+        except _Failure:
+            if _decides(right, activation, decisive):
+                return decisive
+            raise
+        if first is decisive:
+            return decisive
+        second = right(activation)
+        if first is yielding:
+            if second is True or second is False:
+                return second
+            raise _Failure(f"no such overload for `bool {symbol} {type_name(second)}`")
+        if second is decisive:  # a non-bool left side is an error, absorbed like any other
+            return decisive
+        raise _Failure(f"no such overload for `{type_name(first)} {symbol} {type_name(second)}`")
+
+    return logical
+
+
+def _decides(side: _Closure, activation: Activation, decisive: bool) -> bool:
+    try:
+        return side(activation) is decisive
+    except _Failure:
+        return False
+
+
+def _compile_equality(expr: Binary) -> _Closure:
+    negate = expr.op == "!="
+    literal, other = (expr.right, expr.left) if isinstance(expr.right, Literal) else (expr.left, expr.right)
+    if isinstance(literal, Literal) and literal.kind in ("string", "bool", "null"):
+        operand, value = _compile(other), literal.value
+        if literal.kind == "string":  # a string equals only an equal string
+            if negate:
+                return lambda activation: operand(activation) != value
+            return lambda activation: operand(activation) == value
+        if negate:  # bool and null by identity: `1 == true` is false in CEL
+            return lambda activation: operand(activation) is not value
+        return lambda activation: operand(activation) is value
+    left, right = _compile(expr.left), _compile(expr.right)
+    if negate:
+        return lambda activation: not _equals(left(activation), right(activation))
+    return lambda activation: _equals(left(activation), right(activation))
+
+
+def _compile_ordering(expr: Binary) -> _Closure:
+    compare, symbol = _ORDERINGS[expr.op], expr.op
+    if isinstance(expr.right, Literal) and expr.right.kind in ("int", "double", "uint"):
+        number = _literal_value(expr.right)
+        if not isinstance(number, _Failure):  # `args.amount > 500.0`
+            left = _compile(expr.left)
+
+            def ordering_with_number(activation: Activation) -> bool:
+                value = left(activation)
+                if type(value) in _NUMBER:
+                    return compare(value, number)
+                return compare(*_ordered(value, number, symbol))
+
+            return ordering_with_number
+    left, right = _compile(expr.left), _compile(expr.right)
+
+    def ordering(activation: Activation) -> bool:
+        return compare(*_ordered(left(activation), right(activation), symbol))
+
+    return ordering
+
+
+def _compile_in(expr: Binary, left: _Closure, right: _Closure) -> _Closure:
+    if isinstance(expr.right, ListExpr) and expr.right.items and all(
+            isinstance(item, Literal) and item.kind == "string" for item in expr.right.items):
+        strings = frozenset(item.value for item in expr.right.items)  # type: ignore[union-attr]
+        return lambda activation: _in_strings(left(activation), strings)
+    return lambda activation: _contains(left(activation), right(activation))
+
+
+def _in_strings(value: object, strings: frozenset) -> bool:
+    if type(value) is str:
+        return value in strings
+    return any(_equals(value, item) for item in strings)
+
+
+def _compile_conditional(expr: Conditional) -> _Closure:
+    condition, then, otherwise = _compile(expr.condition), _compile(expr.then), _compile(expr.otherwise)
+
+    def conditional(activation: Activation) -> object:
+        chosen = condition(activation)
+        if chosen is True:
+            return then(activation)
+        if chosen is False:
+            return otherwise(activation)
+        raise _Failure(f"the condition of `?:` is a `{type_name(chosen)}`, not a `bool`")
+
+    return conditional
+
+
+def _compile_map(expr: MapExpr) -> _Closure:
+    entries = tuple((_compile(key), _compile(value)) for key, value in expr.entries)
+
+    def build(activation: Activation) -> dict:
+        result: dict = {}
+        for key_of, value_of in entries:
+            key = _plain(key_of(activation))
+            if type(key) not in (str, int, Uint, bool):
+                raise _Failure(f"unsupported map key type `{type_name(key)}`")
+            if key in result:  # also refuses `true` beside `1`, which Python cannot keep apart
+                raise _Failure(f"duplicate map key `{_show(key)}`")
+            result[key] = value_of(activation)
+        return result
+
+    return build

@@ -1,0 +1,133 @@
+"""Requirements: `approval-missing`, `approval-insufficient`, `check-missing`,
+`rollback-missing`, `idempotency-missing`.
+
+For each step, every `require` rule of the compiled policy is decided on the step's call: a rule
+applies when its `when` must or may hold (decided with the solver where it reads values known only
+at run time; "may" counts, since the run may need it). Approvals: the required approvals are
+merged per role (the most approvers, the shortest `within`); the plan must ask for each role with
+at least that many approvers and no longer `within` (a plan `approval` without `within` takes the
+policy's). A `check` covers a step when it depends on it directly. Each diagnostic says which rule
+asked for what.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+from plangate.checks.context import PlanContext
+from plangate.diagnostics import Diagnostic, Label, diagnostic
+from plangate.ir.nodes import ApprovalSpec, Step
+from plangate.policy.compiled import CompiledRequirement, describe_approval, format_seconds
+from plangate.policy.decide import evaluator_for
+from plangate.policy.facts import plan_facts, rule_activation
+
+
+@dataclass
+class _Need:
+    role: str
+    count: int
+    within: int | None
+    rules: list[CompiledRequirement]
+
+
+def applicable(ctx: PlanContext) -> dict[str, list[tuple[CompiledRequirement, str]]]:
+    """step id → the requirements that apply to it, with "must" or "may"; computed once per plan."""
+    cached = ctx.facts.get("requirements")
+    if cached is not None:
+        return cached
+    policy = ctx.policy
+    assert policy is not None
+    evaluator = evaluator_for(policy)
+    result: dict[str, list[tuple[CompiledRequirement, str]]] = {}
+    for step_id, facts in plan_facts(ctx).items():
+        if facts.step.call is None:
+            continue
+        activation = rule_activation(facts, ctx.plan)
+        found = []
+        for requirement in policy.requirements:
+            if requirement.when is None:
+                found.append((requirement, "must"))
+                continue
+            verdict = evaluator.verdict(requirement.when, activation, facts.unknown_args)
+            if verdict.outcome != "never":
+                found.append((requirement, verdict.outcome))
+        result[step_id] = found
+    ctx.facts["requirements"] = result
+    return result
+
+
+def check(ctx: PlanContext) -> Iterator[Diagnostic]:
+    checked_by: dict[str, list[str]] = {}
+    for step in ctx.graph.steps.values():
+        if step.kind == "check":
+            for source in ctx.graph.predecessors(step.id):
+                checked_by.setdefault(source, []).append(step.id)
+    for step_id, requirements in applicable(ctx).items():
+        step = ctx.graph.steps[step_id]
+        approvals = [r for r, _ in requirements if r.kind == "approval" and r.approval is not None]
+        yield from _approvals(step, approvals)
+        for requirement, outcome in requirements:
+            if requirement.kind == "check" and step.kind != "check" and not checked_by.get(step_id):
+                yield _missing("check-missing", step, requirement, outcome,
+                               f"step `{step.id}` must be verified by a `check` step, and none depends on it",
+                               f"add `check verify_{step.id} after {step.id} {{ call … expect … }}`")
+            elif requirement.kind == "rollback" and step.rollback is None:
+                yield _missing("rollback-missing", step, requirement, outcome,
+                               f"step `{step.id}` needs a `rollback`, and has none",
+                               "add `rollback tool.undo(id: result.id)`: the call that undoes this step")
+            elif requirement.kind == "idempotency" and step.idempotency is None:
+                yield _missing("idempotency-missing", step, requirement, outcome,
+                               f"step `{step.id}` needs an `idempotency` key, and has none",
+                               f'add `idempotency "{step.id}-" + …`: a value that names this one effect')
+
+
+def _missing(name: str, step: Step, requirement: CompiledRequirement, outcome: str, message: str,
+             help_text: str) -> Diagnostic:
+    notes = [f"required by `{requirement.describe()}` in policy `{requirement.policy}`"]
+    if outcome != "must":
+        notes.append("the rule may apply at run time, depending on values known only then")
+    return diagnostic(name, step.id_span, message, labels=[Label(requirement.span, "required here")],
+                      notes=notes, help=help_text)
+
+
+def _approvals(step: Step, requirements: list[CompiledRequirement]) -> Iterator[Diagnostic]:
+    needs: dict[str, _Need] = {}
+    for requirement in requirements:
+        spec = requirement.approval
+        assert spec is not None
+        need = needs.setdefault(spec.role, _Need(spec.role, 0, None, []))
+        need.count = max(need.count, spec.count)
+        if spec.within is not None:
+            need.within = spec.within.seconds if need.within is None else min(need.within, spec.within.seconds)
+        need.rules.append(requirement)
+    for need in needs.values():
+        wanted = describe_approval(ApprovalSpec(count=need.count, role=need.role, within=None)) + (
+            f" within {format_seconds(need.within)}" if need.within is not None else "")
+        notes = [f"required by `{rule.describe()}` in policy `{rule.policy}`" for rule in need.rules]
+        labels = [Label(rule.span, "required here") for rule in need.rules]
+        same_role = [spec for spec in step.approvals if spec.role == need.role]
+        if not step.approvals:
+            yield diagnostic("approval-missing", step.id_span,
+                             f"step `{step.id}` needs approval by {wanted}, and asks for none",
+                             labels=labels, notes=notes, help=f"add `approval by {wanted}`")
+            continue
+        if not same_role:
+            roles = ", ".join(f'"{spec.role}"' for spec in step.approvals)
+            yield diagnostic("approval-insufficient", step.approvals[0].span,
+                             f"step `{step.id}` asks for approval by role {roles}, but role \"{need.role}\" must approve",
+                             labels=labels, notes=notes, help=f"add `approval by {wanted}`")
+            continue
+        best = max(same_role, key=lambda spec: (spec.count, -(spec.within.seconds if spec.within else 0)))
+        if best.count < need.count:
+            yield diagnostic("approval-insufficient", best.span,
+                             f"step `{step.id}` asks for {best.count} approver{'s' if best.count != 1 else ''} "
+                             f"of role \"{need.role}\", but {need.count} are required",
+                             labels=labels, notes=notes, help=f"write `approval by {wanted}`")
+        longest = [spec for spec in same_role if spec.within is not None and need.within is not None
+                   and spec.within.seconds > need.within]
+        for spec in longest:
+            yield diagnostic("approval-insufficient", spec.within.span if spec.within else spec.span,
+                             f"step `{step.id}` lets an approval by role \"{need.role}\" last {spec.within.text}, "
+                             f"longer than the {format_seconds(need.within or 0)} required",
+                             labels=labels, notes=notes, help=f"write `within {format_seconds(need.within or 0)}` or less")

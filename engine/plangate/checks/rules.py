@@ -1,0 +1,122 @@
+"""Deny and warn rules decided statically: `policy-deny`, `policy-deny-possible`, `policy-warn`,
+`decided-at-run-time`.
+
+For each step and rule: if every value the rule reads is known, the closure decides it; otherwise
+the solver answers whether the rule can never, may, or must fire, over every value the unknown
+arguments could take (their declared types). For a conditional step the rule is decided together
+with the step's `when` (it fires only on runs where the step runs): may = SAT(when ∧ rule),
+must = UNSAT(when ∧ ¬rule). A deny that must fire is an error; one that may fire is a warning with
+a witness; a warn rule that must or may fire is a warning. A rule outside the subset the solver
+reasons about is reported once as decided at run time — never silently taken as true or false.
+Rules that read only `plan` are decided once for the plan, not per step.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from plangate.cel import ast as cel
+from plangate.checks.context import PlanContext
+from plangate.diagnostics import Diagnostic, Label, diagnostic
+from plangate.policy.compiled import CompiledRule
+from plangate.policy.decide import StaticVerdict, evaluator_for
+from plangate.policy.facts import plan_facts, plan_record, rule_activation
+
+_STEP_NAMES = {"step", "call", "args"}
+
+
+def check(ctx: PlanContext) -> Iterator[Diagnostic]:
+    policy = ctx.policy
+    assert policy is not None
+    evaluator = evaluator_for(policy)
+    facts_by_step = plan_facts(ctx)
+    reported_runtime: set[str] = set()
+    for rule in policy.rules:
+        roots = {node.name for node in cel.walk(rule.when) if isinstance(node, cel.Ident)}
+        if not roots & _STEP_NAMES:
+            verdict = evaluator.verdict(rule.when, {"plan": plan_record(ctx.plan)}, unknown=False)
+            if verdict.outcome == "must":
+                yield _fired(rule, None, ctx.plan.budget.span if ctx.plan.budget is not None else ctx.plan.id_span,
+                             "must", None, f"plan `{ctx.plan.id}`")
+            continue
+        for step_id, facts in facts_by_step.items():
+            step = facts.step
+            if step.call is None:
+                continue
+            activation = rule_activation(facts, ctx.plan)
+            verdict = _decide(evaluator, rule, step.when, activation, facts.unknown_args, ctx)
+            if verdict.outcome in ("runtime", "unknown"):
+                if rule.name not in reported_runtime:
+                    reported_runtime.add(rule.name)
+                    yield diagnostic(
+                        "decided-at-run-time", step.call.span,
+                        f"rule `{rule.name}` cannot be decided before the run for step `{step.id}`"
+                        + (f": {verdict.reason}" if verdict.reason else ""),
+                        labels=[Label(rule.span, "the rule")],
+                        notes=["the runtime evaluates the rule on the concrete arguments before the call"])
+                continue
+            if verdict.outcome in ("must", "may"):
+                yield _fired(rule, step.call.span, step.call.span, verdict.outcome, verdict.witness,
+                             f"step `{step.id}`")
+
+
+def _decide(evaluator: Any, rule: CompiledRule, when: cel.Expr | None, activation: dict[str, Any],
+            unknown: bool, ctx: PlanContext) -> StaticVerdict:
+    if when is None:
+        return evaluator.verdict(rule.when, activation, unknown)
+    from plangate.smt.decide import Unknown
+
+    scope = dict(activation)
+    for step_id in ctx.graph.steps:
+        scope.setdefault(step_id, {"result": Unknown(f"{step_id}.result", "dyn")})
+    together = cel.Binary("&&", when, rule.when)
+    possible = evaluator.verdict(together, scope, True)
+    if possible.outcome in ("never", "runtime", "unknown"):
+        return possible
+    otherwise = evaluator.verdict(cel.Binary("&&", when, cel.Unary("!", rule.when)), scope, True)
+    if otherwise.outcome == "never":
+        return StaticVerdict("must", possible.witness)
+    if otherwise.outcome in ("runtime", "unknown"):
+        return otherwise
+    return StaticVerdict("may", possible.witness)
+
+
+def _fired(rule: CompiledRule, _call_span: Any, span: Any, outcome: str, witness: dict[str, Any] | None,
+           subject: str) -> Diagnostic:
+    because = [f"because: {rule.because}"] if rule.because else []
+    where = [f"rule `{rule.name}` in policy `{rule.policy}`"]
+    labels = [Label(rule.span, "the rule")]
+    if rule.effect == "warn":
+        verb = "fires" if outcome == "must" else "may fire"
+        return diagnostic("policy-warn", span, f"warn rule `{rule.name}` {verb} for {subject}",
+                          labels=labels, notes=[*because, *where, *_witness_notes(witness)])
+    if outcome == "must":
+        return diagnostic("policy-deny", span, f"deny rule `{rule.name}` fires for {subject}",
+                          labels=labels, notes=[*because, *where],
+                          help="change the call so the rule does not apply, or remove the step")
+    return diagnostic("policy-deny-possible", span,
+                      f"deny rule `{rule.name}` may fire for {subject}" + _witness_text(witness),
+                      labels=labels, notes=[*because, *where, *_witness_notes(witness),
+                                            "the runtime decides again on the concrete arguments and blocks the step if it fires"],
+                      help="constrain the value (a `when` on the step, or a check before it) so the rule cannot fire")
+
+
+def _witness_text(witness: dict[str, Any] | None) -> str:
+    if not witness:
+        return ""
+    parts = [f"`{path}` = {_show(value)}" for path, value in sorted(witness.items())]
+    return ": it fires when " + ", ".join(parts)
+
+
+def _witness_notes(witness: dict[str, Any] | None) -> list[str]:
+    if not witness:
+        return []
+    return ["witness: " + ", ".join(f"`{path}` = {_show(value)}" for path, value in sorted(witness.items()))]
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, str):
+        return '"' + value.replace('"', '\\"') + '"'
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

@@ -1,0 +1,146 @@
+"""Decisions of a compiled policy on one call.
+
+`Evaluator(policy)` compiles every rule and requirement condition once into closures
+(`plangate.cel.evaluate`); the runtime and the static checks then decide calls with them:
+
+- `decide_call(activation)` on concrete values → `CallDecision`: the deny rules that fire (any deny
+  wins), the warn rules that fire, the requirements that apply. A condition that errors at run
+  time (a missing field, a type clash) does not fire, as in CEL policy engines; the error is kept in
+  `CallDecision.errors` so it can be journaled and shown.
+- `verdict(expr, activation, unknown)` for the static checks: "never" / "must" when every value the
+  condition reads is known (decided by the closure), otherwise the solver's three-valued answer
+  (`plangate.smt.decide`), with a witness when it may fire.
+
+The evaluator depends on the compiled policy alone; nothing else can change a decision.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from plangate.cel import ast as cel
+from plangate.policy.compiled import CompiledPolicy, CompiledRequirement, CompiledRule
+
+
+@dataclass
+class CallDecision:
+    denied_by: list[CompiledRule] = field(default_factory=list)
+    warned_by: list[CompiledRule] = field(default_factory=list)
+    requirements: list[CompiledRequirement] = field(default_factory=list)
+    errors: list[tuple[str, str]] = field(default_factory=list)  # (rule or requirement, message)
+
+    @property
+    def allowed(self) -> bool:
+        return not self.denied_by
+
+
+@dataclass(frozen=True)
+class StaticVerdict:
+    outcome: str  # never | may | must | unknown | runtime
+    witness: dict[str, Any] | None = None
+    reason: str | None = None
+
+
+class Evaluator:
+    def __init__(self, policy: CompiledPolicy) -> None:
+        from plangate.cel.evaluate import compile_expr
+
+        self.policy = policy
+        self._compiled: dict[int, Callable[[Any], Any]] = {}
+        self._keep: list[cel.Expr] = []
+        for rule in policy.rules:
+            self._compile(rule.when, compile_expr)
+        for requirement in policy.requirements:
+            if requirement.when is not None:
+                self._compile(requirement.when, compile_expr)
+
+    def _compile(self, expr: cel.Expr, compile_expr: Callable) -> None:
+        self._compiled[id(expr)] = compile_expr(expr)
+        self._keep.append(expr)
+
+    def holds(self, expr: cel.Expr | None, activation: dict[str, Any]) -> bool | str:
+        """True/False, or the error message when the condition cannot be evaluated."""
+        if expr is None:
+            return True
+        from plangate.cel.evaluate import CelError, compile_expr
+
+        function = self._compiled.get(id(expr))
+        if function is None:
+            function = compile_expr(expr)
+            self._compiled[id(expr)] = function
+            self._keep.append(expr)
+        value = function(activation)
+        if isinstance(value, CelError):
+            return value.message
+        if not isinstance(value, bool):
+            return f"the condition gives `{value!r}`, not a bool"
+        return value
+
+    def decide_call(self, activation: dict[str, Any]) -> CallDecision:
+        decision = CallDecision()
+        for rule in self.policy.rules:
+            outcome = self.holds(rule.when, activation)
+            if isinstance(outcome, str):
+                decision.errors.append((rule.name, outcome))
+            elif outcome:
+                (decision.denied_by if rule.effect == "deny" else decision.warned_by).append(rule)
+        for requirement in self.policy.requirements:
+            outcome = self.holds(requirement.when, activation)
+            if isinstance(outcome, str):
+                decision.errors.append((requirement.describe(), outcome))
+            elif outcome:
+                decision.requirements.append(requirement)
+        return decision
+
+    def verdict(self, expr: cel.Expr, activation: dict[str, Any], unknown: bool,
+                time_bound: float = 2.0) -> StaticVerdict:
+        """Whether `expr` never, may or must hold, given an activation that may hold `Unknown`s."""
+        if not unknown or not _reads_unknown(expr, activation):
+            outcome = self.holds(expr, activation)
+            return StaticVerdict("must" if outcome is True else "never")
+        from plangate.smt.decide import decide
+
+        answer = decide(expr, _seconds_for_durations(activation), time_bound)
+        return StaticVerdict(answer.outcome, answer.witness, answer.reason)
+
+
+def _reads_unknown(expr: cel.Expr, activation: dict[str, Any]) -> bool:
+    """Whether `expr` mentions a top-level name whose value holds an `Unknown` somewhere."""
+    from plangate.smt.decide import Unknown
+
+    roots = {node.name for node in cel.walk(expr) if isinstance(node, cel.Ident)}
+    stack = [activation[name] for name in roots if name in activation]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, Unknown):
+            return True
+        if isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, (list, tuple)):
+            stack.extend(value)
+    return False
+
+
+def _seconds_for_durations(value: Any) -> Any:
+    """The solver reasons about durations as seconds: the same activation with each `Duration`
+    replaced by its number of seconds."""
+    from plangate.cel.evaluate import Duration
+
+    if isinstance(value, Duration):
+        return value.seconds
+    if isinstance(value, dict):
+        return {key: _seconds_for_durations(item) for key, item in value.items()}
+    return value
+
+
+_EVALUATORS: dict[str, Evaluator] = {}
+
+
+def evaluator_for(policy: CompiledPolicy) -> Evaluator:
+    """One evaluator per compiled policy (keyed by its content hash)."""
+    found = _EVALUATORS.get(policy.hash)
+    if found is None or found.policy is not policy:
+        found = Evaluator(policy)
+        _EVALUATORS[policy.hash] = found
+    return found

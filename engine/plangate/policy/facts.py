@@ -1,0 +1,141 @@
+"""Per-step facts under a policy, derived once per plan and shared by the checks.
+
+For each step: its catalogue entry (most specific match), declared and effective risk, and the
+values of its call's arguments as far as they are known before the run. Effective risk is the
+higher of the declared risk and the catalogue's; with neither, it is `irreversible` (what nothing
+vouches for is treated as the riskiest effect). An argument that depends on no step's result is
+evaluated now (a constant); one that does is an `Unknown`: a bare `x.result.a.b` keeps that
+path, so a witness can name it ("fires when `look.result.total` = 500.01"); any other expression
+becomes `step.args.name`, typed by the tool's argument schema (or `dyn`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from plangate.cel import ast as cel
+from plangate.checks.context import PlanContext
+from plangate.ir.nodes import Plan, Risk, Step, ToolCall
+from plangate.policy.compiled import CatalogueEntry, CompiledPolicy
+
+UNKNOWN_TYPES = {"string": "string", "int": "int", "uint": "int", "double": "double", "bool": "bool"}
+
+
+@dataclass
+class StepFacts:
+    step: Step
+    entry: CatalogueEntry | None
+    declared_risk: Risk | None
+    effective_risk: Risk
+    args: dict[str, Any] = field(default_factory=dict)
+    unknown_args: bool = False
+
+
+def effective_risk(step: Step, entry: CatalogueEntry | None) -> Risk:
+    declared = step.risk.level if step.risk is not None else None
+    catalogue = entry.risk if entry is not None else None
+    levels = [level for level in (declared, catalogue) if level is not None]
+    return max(levels) if levels else Risk.irreversible
+
+
+def plan_facts(ctx: PlanContext) -> dict[str, StepFacts]:
+    """The facts of every step (first of each id), computed once and kept in `ctx.facts`."""
+    cached = ctx.facts.get("steps")
+    if cached is None:
+        cached = {step_id: step_facts(step, ctx.policy) for step_id, step in ctx.graph.steps.items()}
+        ctx.facts["steps"] = cached
+    return cached
+
+
+def step_facts(step: Step, policy: CompiledPolicy | None) -> StepFacts:
+    entry = policy.match(step.call.tool) if (policy is not None and step.call is not None) else None
+    facts = StepFacts(
+        step=step,
+        entry=entry,
+        declared_risk=step.risk.level if step.risk is not None else None,
+        effective_risk=effective_risk(step, entry),
+    )
+    if step.call is not None:
+        facts.args = static_arguments(step.id, step.call, entry)
+        facts.unknown_args = any(isinstance(value, _unknown_type()) for value in facts.args.values())
+    return facts
+
+
+def static_arguments(step_id: str, call: ToolCall, entry: CatalogueEntry | None) -> dict[str, Any]:
+    from plangate.cel.evaluate import CelError, compile_expr
+    from plangate.smt.decide import Unknown
+
+    types = {spec.name: spec.type for spec in (entry.args or ())} if entry is not None else {}
+    values: dict[str, Any] = {}
+    for argument in call.args:
+        expr = argument.value
+        kind = UNKNOWN_TYPES.get(types.get(argument.name, ""), "dyn")
+        if depends_on_results(expr):
+            path = result_path(expr)
+            values[argument.name] = Unknown(path or f"{step_id}.args.{argument.name}", kind)
+            continue
+        value = compile_expr(expr)({})
+        values[argument.name] = Unknown(f"{step_id}.args.{argument.name}", kind) if isinstance(value, CelError) else value
+    return values
+
+
+def depends_on_results(expr: cel.Expr) -> bool:
+    return any(isinstance(node, cel.Ident) for node in cel.walk(expr))
+
+
+def result_path(expr: cel.Expr) -> str | None:
+    """`x.result.a.b` for a bare select chain from a step's result, else None."""
+    fields: list[str] = []
+    node = expr
+    while isinstance(node, cel.Select):
+        fields.append(node.field)
+        node = node.operand
+    if isinstance(node, cel.Ident) and fields and fields[-1] == "result":
+        return ".".join([node.name, *reversed(fields)])
+    return None
+
+
+def _unknown_type() -> type:
+    from plangate.smt.decide import Unknown
+
+    return Unknown
+
+
+def plan_record(plan: Plan) -> dict[str, Any]:
+    """`plan` in the CEL environment of rules: id, version and budget (amounts as doubles)."""
+    from plangate.cel.evaluate import Duration
+
+    budget: dict[str, Any] = {}
+    if plan.budget is not None:
+        if plan.budget.cost is not None:
+            budget["cost"] = float(plan.budget.cost.amount)
+        if plan.budget.time is not None:
+            budget["time"] = Duration.from_seconds(plan.budget.time.seconds)
+        if plan.budget.calls is not None:
+            budget["calls"] = plan.budget.calls
+    return {"id": plan.id, "version": plan.version or 0, "budget": budget}
+
+
+def rule_activation(facts: StepFacts, plan: Plan, args: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The CEL environment in which rules and requirements are decided for one step's call."""
+    from plangate.cel.evaluate import Duration
+
+    step = facts.step
+    call_args = facts.args if args is None else args
+    tool = step.call.tool if step.call is not None else ""
+    activation: dict[str, Any] = {risk.name: int(risk) for risk in Risk}
+    activation["step"] = {
+        "id": step.id,
+        "kind": step.kind,
+        "tool": tool,
+        "risk": int(facts.effective_risk),
+        "retry": step.retry,
+        "cost": float(step.cost.high.amount) if step.cost is not None else 0.0,
+        "time": Duration.from_seconds(step.time.seconds if step.time is not None else 0),
+        "conditional": step.when is not None,
+    }
+    activation["call"] = {"tool": tool, "args": call_args}
+    activation["args"] = call_args
+    activation["plan"] = plan_record(plan)
+    return activation

@@ -1,0 +1,141 @@
+"""`plangate test`: run the `test` blocks of policies.
+
+Each policy's tests run against that policy compiled on its own. A test's call is decided exactly
+as the runtime decides a call: the step's risk is the higher of the test's `risk` (if any) and the
+catalogue's; the arguments must be constants. An unmatched tool is denied when the policy says
+`unknown_tools deny` (the default). Expectations: `allow` (no deny fires), `deny` (some deny
+fires), `deny "r"` (deny rule `r` fires), `warn "r"`, `require K` (a requirement of kind K
+applies); every expectation of a test must hold. A failed test is a `policy-test-failed`
+diagnostic at the test, saying what was expected and what the policy decided.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from plangate.diagnostics import Diagnostic, Label, Severity, diagnostic
+from plangate.ir.nodes import Plan, PolicyTest, Risk
+from plangate.policy.compiled import CompiledPolicy, compile_policies
+from plangate.source import SourceMap
+from plangate.suggest import did_you_mean
+
+
+@dataclass
+class TestOutcome:
+    policy: str
+    name: str
+    passed: bool
+    decided: str
+
+
+@dataclass
+class PolicyTestResult:
+    diagnostics: list[Diagnostic]
+    sources: SourceMap
+    files: list[str]
+    outcomes: list[TestOutcome] = field(default_factory=list)
+
+    @property
+    def report(self) -> str:
+        lines = [f"{'ok  ' if o.passed else 'FAIL'} {o.policy} › {o.name}   ({o.decided})" for o in self.outcomes]
+        passed = sum(o.passed for o in self.outcomes)
+        lines.append(f"{passed} passed, {len(self.outcomes) - passed} failed")
+        return "\n".join(lines)
+
+    def exit_code(self) -> int:
+        if any(d.name in ("unreadable-input", "internal-error") for d in self.diagnostics):
+            return 2
+        return 1 if any(d.severity is Severity.ERROR for d in self.diagnostics) else 0
+
+
+def run_policy_tests(paths: Sequence[str]) -> PolicyTestResult:
+    from plangate.driver import check
+
+    checked = check([], list(paths))
+    result = PolicyTestResult(list(checked.diagnostics), checked.sources, checked.files)
+    if any(d.severity is Severity.ERROR and d.name in ("syntax-error", "unreadable-input", "input-too-large")
+           for d in checked.diagnostics):
+        return result
+    for policy in checked.policies:
+        compiled, _ = compile_policies([policy])
+        for test in policy.tests:
+            outcome, problems = run_test(compiled, policy.id, test)
+            result.outcomes.append(outcome)
+            result.diagnostics.extend(problems)
+    result.diagnostics.sort(key=Diagnostic.sort_key)
+    return result
+
+
+def run_test(policy: CompiledPolicy, policy_id: str, test: PolicyTest) -> tuple[TestOutcome, list[Diagnostic]]:
+    from plangate.cel.evaluate import CelError, compile_expr
+    from plangate.policy.decide import evaluator_for
+    from plangate.policy.facts import StepFacts, rule_activation
+    from plangate.ir.nodes import Step
+
+    problems: list[Diagnostic] = []
+    args: dict[str, Any] = {}
+    for argument in test.call.args:
+        value = compile_expr(argument.value)({})
+        if isinstance(value, CelError):
+            problems.append(diagnostic("policy-test-failed", argument.value.span,
+                                       f"test `{test.name}`: argument `{argument.name}` is not a constant: {value.message}",
+                                       help="a test's call takes literal values"))
+            value = None
+        args[argument.name] = value
+    entry = policy.match(test.call.tool)
+    declared = test.risk.level if test.risk is not None else None
+    levels = [r for r in (declared, entry.risk if entry is not None else None) if r is not None]
+    risk = max(levels) if levels else Risk.irreversible
+    step = Step(id=f"test", call=test.call, risk=test.risk)
+    facts = StepFacts(step=step, entry=entry, declared_risk=declared, effective_risk=risk, args=args)
+    activation = rule_activation(facts, Plan(id=policy_id))
+    decision = evaluator_for(policy).decide_call(activation)
+    unknown_denied = entry is None and policy.unknown_tools == "deny"
+    denies = [rule.name for rule in decision.denied_by]
+    warns = [rule.name for rule in decision.warned_by]
+    kinds = sorted({requirement.kind for requirement in decision.requirements})
+    decided = _describe(denies, warns, kinds, unknown_denied)
+    rule_names = [rule.name for rule in policy.rules]
+    passed = True
+    for expect in test.expects:
+        if expect.effect == "allow":
+            ok = not denies and not unknown_denied
+            wanted = "allow"
+        elif expect.effect == "deny":
+            ok = (expect.rule in denies) if expect.rule else bool(denies or unknown_denied)
+            wanted = f'deny "{expect.rule}"' if expect.rule else "deny"
+        elif expect.effect == "warn":
+            ok = (expect.rule in warns) if expect.rule else bool(warns)
+            wanted = f'warn "{expect.rule}"' if expect.rule else "warn"
+        else:
+            ok = expect.rule in kinds
+            wanted = f"require {expect.rule}"
+        if ok:
+            continue
+        passed = False
+        help_text = None
+        if expect.rule and expect.effect in ("deny", "warn") and expect.rule not in rule_names:
+            help_text = did_you_mean(expect.rule, rule_names) or f"the policy has no rule named `{expect.rule}`"
+        problems.append(diagnostic(
+            "policy-test-failed", expect.span,
+            f"test `{test.name}` expects `{wanted}`, but the policy decides: {decided}",
+            labels=[Label(test.call.span, "the call decided")],
+            notes=[f"{name}: {message}" for name, message in decision.errors],
+            help=help_text))
+    return TestOutcome(policy_id, test.name, passed, decided), problems
+
+
+def _describe(denies: list[str], warns: list[str], kinds: list[str], unknown_denied: bool) -> str:
+    parts = []
+    if unknown_denied:
+        parts.append("deny (the tool is not in the catalogue)")
+    if denies:
+        parts.append("deny by " + ", ".join(f"`{name}`" for name in denies))
+    if not parts:
+        parts.append("allow")
+    if warns:
+        parts.append("warn by " + ", ".join(f"`{name}`" for name in warns))
+    if kinds:
+        parts.append("requires " + ", ".join(kinds))
+    return "; ".join(parts)

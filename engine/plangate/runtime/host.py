@@ -1,0 +1,674 @@
+"""The interpreter: runs a checked plan under the same compiled policy, step by step.
+
+One host object (`Runtime`) holds the compiled policy, the tool registry, the journal, the clock
+and the concurrency limit; everything about a run lives in the journal. `start` records the plan
+and policy texts with their hashes, so `resume` needs nothing but the run id: each pass re-reads the
+journal, re-parses the plan and policy it recorded, checks their hashes, and folds the records
+into the run's state. Nothing about a run is kept only in memory.
+
+A pass (`advance`) takes the steps in topological order and, for each that is not finished:
+- waits while an earlier step it depends on is unfinished; is `cancelled` after one that failed,
+  was blocked or cancelled; is `skipped` when a step whose result it uses was skipped, or when its
+  `when` is false;
+- evaluates its arguments and idempotency key in CEL over earlier results;
+- asks the compiled policy about the concrete call: a deny makes it `blocked` (with the rule's
+  reason); approvals required by the policy or asked for by the plan must be recorded and still
+  bound to this exact call (plan hash and version, step, tool, canonical arguments, role, expiry,
+  distinct approvers), else the step is `waiting_for_approval` and the run pauses;
+- stops before a call that would break a budget (actual calls and declared costs so far, elapsed
+  time) — the step is `blocked`;
+- then, around the effect: (1) journal the intent with the exact call and the idempotency key;
+  (2) call the tool; (3) journal the result and its external reference (or the failure);
+  (4) evaluate `expect` and journal evidence; (5) only then mark the step `succeeded`. A failed
+  attempt is retried while `retry` allows, with the same key.
+Calls of steps that are ready together run in a thread pool of the policy's concurrency limit; the
+journal is written only from the host's thread.
+
+After a crash, an intent with no result is `outcome_unknown`. The host never calls again blindly:
+it asks the tool's reconcile hook with the key (a result: it happened; None: it did not, and the
+step is safe to call), else the run pauses until `plangate reconcile` settles it by hand.
+
+Fault injection (for the crash tests): with `PLANGATE_FAULT=step:boundary` in the environment, the
+process kills itself with SIGKILL at that boundary: `before_intent`, `after_intent`, `after_call`,
+`after_result`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import time
+import uuid
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any, Callable
+
+from plangate.cel import ast as cel
+from plangate.cel.evaluate import CelError, compile_expr
+from plangate.ir.nodes import Plan, Risk, Step
+from plangate.policy.compiled import CompiledPolicy
+from plangate.policy.decide import evaluator_for
+from plangate.policy.facts import StepFacts, effective_risk, rule_activation
+from plangate.runtime.canonical import canonical_json, content_hash
+from plangate.runtime.canonical_plan import plan_hash
+from plangate.runtime.journal import Journal, Record
+from plangate.runtime.tools import Outcome, ToolRegistry, bind, invoke, invoke_reconcile
+
+FINISHED = frozenset({"succeeded", "skipped", "failed", "blocked", "cancelled", "compensated"})
+GOOD = frozenset({"succeeded", "skipped"})
+BAD = frozenset({"failed", "blocked", "cancelled", "compensated"})
+BOUNDARIES = ("before_intent", "after_intent", "after_call", "after_result")
+
+
+class RuntimeError_(Exception):
+    """The run cannot go on for a reason a person must read (shown without a traceback)."""
+
+
+@dataclass
+class RunView:
+    """The run as folded from its journal records (rebuilt on every pass, never cached)."""
+
+    run: str
+    plan: Plan
+    plan_text: str
+    plan_file: str
+    plan_hash: str
+    plan_version: int
+    policy: CompiledPolicy
+    policy_texts: list[list[str]]
+    started_at: float
+    states: dict[str, str] = field(default_factory=dict)
+    reasons: dict[str, str] = field(default_factory=dict)
+    attempts: dict[str, int] = field(default_factory=dict)
+    results: dict[str, Any] = field(default_factory=dict)
+    open_intents: dict[str, dict[str, Any]] = field(default_factory=dict)
+    marked_unknown: set[str] = field(default_factory=set)
+    last_intent: dict[str, dict[str, Any]] = field(default_factory=dict)
+    approvals: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    calls: int = 0
+    cost: float = 0.0
+    run_state: str = "running"
+
+
+@dataclass
+class RunReport:
+    run: str
+    state: str  # succeeded | failed | paused | blocked | aborted
+    message: str
+    steps: dict[str, dict[str, Any]]
+
+    @property
+    def exit_code(self) -> int:
+        return {"succeeded": 0, "paused": 3}.get(self.state, 1)
+
+
+def _now_iso(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, timezone.utc).isoformat(timespec="seconds")
+
+
+def _parse_iso(text: str) -> float:
+    return datetime.fromisoformat(text).timestamp()
+
+
+def _fault(step: str, boundary: str) -> None:
+    wanted = os.environ.get("PLANGATE_FAULT")
+    if wanted and wanted == f"{step}:{boundary}":
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+class Runtime:
+    def __init__(self, journal: Journal, tools: ToolRegistry | None = None, *,
+                 clock: Callable[[], float] = time.time,
+                 fault: Callable[[str, str], None] = _fault) -> None:
+        self.journal = journal
+        self.tools = tools or ToolRegistry()
+        self.clock = clock
+        self.fault = fault
+
+    # ------------------------------------------------------------------ starting
+    def start(self, plan_text: str, plan_file: str, policy_texts: list[tuple[str, str]],
+              run: str | None = None) -> str:
+        """Record a new run (the plan must have been checked clean); returns the run id."""
+        plan, policy = _load(plan_text, plan_file, policy_texts)
+        run = run or "run-" + uuid.uuid4().hex[:12]
+        if run in self.journal.runs():
+            raise RuntimeError_(f"run `{run}` already exists")
+        mission = {"objective": plan.objective, "non_goals": list(plan.non_goals), "scope": list(plan.scope),
+                   "success": list(plan.success), "constraints": list(plan.constraints),
+                   "open_decisions": [d.question for d in plan.decisions if d.pending]}
+        self.journal.append(run, "run_started", {
+            "mission": mission, "plan_hash": plan_hash(plan), "plan_version": plan.version or 0,
+            "policy_hash": policy.hash, "plan_text": plan_text, "plan_file": plan_file,
+            "policy_texts": [list(item) for item in policy_texts], "started_at": self.clock(),
+        })
+        return run
+
+    def new_version(self, run: str, plan_text: str, plan_file: str) -> str:
+        """Replace the plan of a run in progress; completed effects and unknown outcomes stay."""
+        view = self.view(run)
+        plan, _ = _load(plan_text, plan_file, [tuple(item) for item in view.policy_texts])
+        new_hash = plan_hash(plan)
+        if new_hash == view.plan_hash:
+            return view.plan_hash
+        version = plan.version or 0
+        if version <= view.plan_version:
+            raise RuntimeError_(f"the new plan must have a higher `version` than {view.plan_version}, not {version}")
+        self.journal.append(run, "plan_version", {"plan_hash": new_hash, "plan_version": version,
+                                                  "plan_text": plan_text, "plan_file": plan_file})
+        return new_hash
+
+    # ------------------------------------------------------------------ reading
+    def view(self, run: str) -> RunView:
+        problems = self.journal.verify(run)
+        if problems:
+            raise RuntimeError_("the journal of run `%s` is damaged: %s" % (run, "; ".join(map(str, problems[:3]))))
+        records = self.journal.records(run)
+        if not records or records[0].kind != "run_started":
+            raise RuntimeError_(f"there is no run `{run}` in {self.journal.path}")
+        first = records[0].body
+        policy_texts = first["policy_texts"]
+        plan, policy = _load(first["plan_text"], first["plan_file"], [tuple(p) for p in policy_texts])
+        if policy.hash != first["policy_hash"]:
+            raise RuntimeError_(f"the policy recorded for run `{run}` no longer compiles to its hash")
+        view = RunView(run=run, plan=plan, plan_text=first["plan_text"], plan_file=first["plan_file"],
+                       plan_hash=first["plan_hash"], plan_version=first["plan_version"], policy=policy,
+                       policy_texts=policy_texts, started_at=float(first.get("started_at", 0)))
+        for record in records[1:]:
+            _fold(view, record)
+        for step_id in view.open_intents:  # a call with no answer recorded: it may have happened
+            view.states[step_id] = "outcome_unknown"
+        return view
+
+    # ------------------------------------------------------------------ running
+    def advance(self, run: str) -> RunReport:
+        """Run every step that can run now; returns how the run stands afterwards."""
+        view = self.view(run)
+        if view.run_state in ("aborted", "succeeded", "failed"):
+            return self.report(run, view)
+        pending = [d.question for d in view.plan.decisions if d.pending]
+        if pending:
+            return self._pause(view, "the decision " + ", ".join(f"`{q}`" for q in pending) + " is still open")
+        self._reconcile_unknown(view)
+        limit = view.policy.limit("concurrency")
+        workers = max(1, limit.count if limit is not None and limit.count else 4)
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            running: dict[Future, tuple[str, dict[str, Any]]] = {}
+            while True:
+                view = self.view(run)
+                progressed = False
+                for step_id in _order(view.plan):
+                    if step_id in view.states and view.states[step_id] in FINISHED | {"outcome_unknown", "running"}:
+                        continue
+                    if any(name == step_id for name, _ in running.values()):
+                        continue
+                    if len(running) >= workers:
+                        break
+                    action = self._prepare(view, step_id)
+                    if action is None:
+                        continue
+                    progressed = True
+                    if action == "changed":
+                        continue
+                    self.fault(step_id, "after_intent")
+                    running[pool.submit(_call_tool, self.tools, action)] = (step_id, action)
+                if not running:
+                    if not progressed:
+                        break
+                    continue
+                done, _ = wait(list(running), return_when=FIRST_COMPLETED)
+                for future in done:
+                    step_id, call = running.pop(future)
+                    self.fault(step_id, "after_call")
+                    self._finish(self.view(run), step_id, call, future.result())
+        return self.report(run, self.view(run))
+
+    def _reconcile_unknown(self, view: RunView) -> None:
+        for step_id, intent in list(view.open_intents.items()):
+            if step_id not in view.marked_unknown:
+                self.journal.append(view.run, "outcome_unknown", {"idempotency_key": intent["idempotency_key"]}, step=step_id)
+            tool = self.tools.get(intent["tool"])
+            if tool is None or tool.reconcile_hook is None:
+                continue
+            outcome = invoke_reconcile(tool, intent["idempotency_key"])
+            if not outcome.ok:
+                continue
+            if outcome.result is None:
+                self.journal.append(view.run, "reconciled", {"happened": False, "by": "reconcile hook"}, step=step_id)
+            else:
+                self.journal.append(view.run, "reconciled", {"happened": True, "by": "reconcile hook"}, step=step_id)
+                self.journal.append(view.run, "result", {"result": outcome.result,
+                                                         "external_ref": _external_ref(outcome.result)}, step=step_id)
+
+    def _set(self, view: RunView, step_id: str, state: str, reason: str) -> None:
+        if view.states.get(step_id) == state and view.reasons.get(step_id) == reason:
+            return
+        self.journal.append(view.run, "state", {"state": state, "reason": reason}, step=step_id)
+        view.states[step_id] = state
+        view.reasons[step_id] = reason
+
+    def _pause(self, view: RunView, reason: str) -> RunReport:
+        if view.run_state != "paused":
+            self.journal.append(view.run, "run_state", {"state": "paused", "reason": reason})
+        return self.report(view.run, self.view(view.run), reason)
+
+    def _prepare(self, view: RunView, step_id: str) -> dict[str, Any] | str | None:
+        """Decide one step; the call to make, "changed" when only its state moved, or None."""
+        plan = view.plan
+        step = plan.step(step_id)
+        assert step is not None and step.call is not None
+        state = view.states.get(step_id)
+        if state == "verifying":  # the call returned before a crash: finish it without calling
+            self._finish(view, step_id, view.last_intent.get(step_id, {}), Outcome(True, view.results.get(step_id)))
+            return "changed"
+        predecessors = _predecessors(plan, step)
+        for name, kind in predecessors.items():
+            other = view.states.get(name)
+            if other in BAD:
+                self._set(view, step_id, "cancelled", f"`{name}` did not succeed ({other})")
+                return "changed"
+            if other not in GOOD:
+                return None
+            if other == "skipped" and kind == "reference":
+                self._set(view, step_id, "skipped", f"it uses the result of `{name}`, which was skipped")
+                return "changed"
+        scope = {name: {"result": view.results.get(name)} for name in predecessors}
+        if step.when is not None:
+            value = compile_expr(step.when)(scope)
+            if isinstance(value, CelError) or value is not True:
+                why = value.message if isinstance(value, CelError) else f"`when` is {_show(value)}"
+                self._set(view, step_id, "skipped", why)
+                return "changed"
+        args: dict[str, Any] = {}
+        for argument in step.call.args:
+            value = compile_expr(argument.value)(scope)
+            if isinstance(value, CelError):
+                self._set(view, step_id, "failed", f"argument `{argument.name}`: {value.message}")
+                return "changed"
+            args[argument.name] = _plain(value)
+        key = self._idempotency_key(view, step, scope)
+        if isinstance(key, CelError):
+            self._set(view, step_id, "failed", f"idempotency key: {key.message}")
+            return "changed"
+        entry = view.policy.match(step.call.tool)
+        if entry is None and view.policy.unknown_tools == "deny":
+            self._set(view, step_id, "blocked", f"`{step.call.tool}` is not in the policy's catalogue")
+            return "changed"
+        facts = StepFacts(step=step, entry=entry, declared_risk=step.risk.level if step.risk else None,
+                          effective_risk=effective_risk(step, entry), args=args)
+        decision = evaluator_for(view.policy).decide_call(rule_activation(facts, plan))
+        if decision.denied_by:
+            rule = decision.denied_by[0]
+            self._set(view, step_id, "blocked", f"denied by `{rule.name}`" + (f": {rule.because}" if rule.because else ""))
+            return "changed"
+        budget_problem = self._budget_problem(view, step)
+        if budget_problem:
+            self._set(view, step_id, "blocked", budget_problem)
+            return "changed"
+        missing = self._missing_approvals(view, step, args, decision.requirements)
+        if missing:
+            self._set(view, step_id, "waiting_for_approval", missing)
+            return None
+        if self.tools.get(step.call.tool) is None:
+            self._set(view, step_id, "failed", f"no tool named `{step.call.tool}` was loaded (--tools)")
+            return "changed"
+        self.fault(step_id, "before_intent")
+        attempt = view.attempts.get(step_id, 0) + 1
+        intent = {"tool": step.call.tool, "args": args, "idempotency_key": key, "attempt": attempt,
+                  "args_hash": content_hash(args), "plan_hash": view.plan_hash}
+        self.journal.append(view.run, "intent", intent, step=step_id)
+        return intent
+
+    def _idempotency_key(self, view: RunView, step: Step, scope: dict[str, Any]) -> str | CelError:
+        if step.idempotency is not None:
+            value = compile_expr(step.idempotency)(scope)
+            return value if isinstance(value, CelError) else str(_plain(value))
+        digest = hashlib.sha256(f"{view.run}\0{step.id}".encode()).hexdigest()[:24]
+        return f"{view.run}:{step.id}:{digest}"
+
+    def _budget_problem(self, view: RunView, step: Step) -> str | None:
+        budget = view.plan.budget
+        cost = float(step.cost.high.amount) if step.cost is not None else 0.0
+        bounds = []
+        if budget is not None:
+            bounds.append(("the plan's budget", budget.calls, float(budget.cost.amount) if budget.cost else None,
+                           budget.time.seconds if budget.time else None))
+        policy = view.policy
+        calls_limit, cost_limit, time_limit = policy.limit("calls"), policy.limit("cost"), policy.limit("time")
+        bounds.append(("the policy's limit", calls_limit.count if calls_limit else None,
+                       float(cost_limit.amount) if cost_limit and cost_limit.amount is not None else None,
+                       time_limit.seconds if time_limit else None))
+        elapsed = self.clock() - view.started_at
+        for who, calls, money, seconds in bounds:
+            if calls is not None and view.calls + 1 > calls:
+                return f"one more call would make {view.calls + 1}, over {who} of {calls} calls"
+            if money is not None and view.cost + cost > money + 1e-9:
+                return f"one more call would bring the cost to {view.cost + cost:g}, over {who} of {money:g}"
+            if seconds is not None and elapsed > seconds:
+                return f"the run has taken {elapsed:.0f}s, over {who} of {seconds}s"
+        return None
+
+    def required_approvals(self, view: RunView, step: Step, requirements: list) -> dict[str, tuple[int, int | None]]:
+        """role → (approvers needed, the longest validity in seconds), from the policy and the plan."""
+        needs: dict[str, tuple[int, int | None]] = {}
+
+        def add(role: str, count: int, within: int | None) -> None:
+            old_count, old_within = needs.get(role, (0, None))
+            candidates = [w for w in (old_within, within) if w is not None]
+            needs[role] = (max(old_count, count), min(candidates) if candidates else None)
+
+        for requirement in requirements:
+            if requirement.kind == "approval" and requirement.approval is not None:
+                spec = requirement.approval
+                add(spec.role, spec.count, spec.within.seconds if spec.within else None)
+        for spec in step.approvals:
+            add(spec.role, spec.count, spec.within.seconds if spec.within else None)
+        return needs
+
+    def _missing_approvals(self, view: RunView, step: Step, args: dict[str, Any], requirements: list) -> str | None:
+        needs = self.required_approvals(view, step, requirements)
+        if not needs:
+            return None
+        now = self.clock()
+        args_hash = content_hash(args)
+        missing = []
+        for role, (count, _within) in sorted(needs.items()):
+            approvers = {
+                approval["approver"] for approval in view.approvals.get(step.id, [])
+                if approval["role"] == role and approval["plan_hash"] == view.plan_hash
+                and approval["plan_version"] == view.plan_version and approval["tool"] == step.call.tool
+                and approval["args_hash"] == args_hash and approval.get("run") == view.run
+                and _parse_iso(approval["expires_at"]) > now
+            }
+            if len(approvers) < count:
+                missing.append(f'{count - len(approvers)} more approval(s) by role "{role}"')
+        return ("waiting for " + ", ".join(missing)) if missing else None
+
+    def _finish(self, view: RunView, step_id: str, call: dict[str, Any], outcome: Outcome) -> None:
+        step = view.plan.step(step_id)
+        assert step is not None
+        if view.states.get(step_id) != "verifying":
+            if not outcome.ok:
+                self.journal.append(view.run, "attempt_failed", {"error": outcome.error or "failed"}, step=step_id)
+                self._after_failure(view, step, outcome.error or "failed")
+                return
+            self.journal.append(view.run, "result", {"result": outcome.result,
+                                                     "external_ref": _external_ref(outcome.result)}, step=step_id)
+            self.fault(step_id, "after_result")
+        scope = {name: {"result": view.results.get(name)} for name in _predecessors(view.plan, step)}
+        scope["result"] = outcome.result
+        failed = []
+        for expectation in step.expects:
+            value = compile_expr(expectation.expr)(scope)
+            passed = value is True
+            self.journal.append(view.run, "evidence", {
+                "what": f"expect {cel.to_source(expectation.expr)}",
+                "observed": _evidence_value(outcome.result),
+                "when": _now_iso(self.clock()),
+                "how": f"result of `{step.call.tool}` (attempt {view.attempts.get(step_id, 0) or 1})",
+                "proves": ("verifies " + ", ".join(f"`{p}`" for p in _predecessors(view.plan, step))
+                           if step.kind == "check" else f"postcondition of `{step_id}`")
+                          + (" — holds" if passed else " — does not hold"),
+                "step": step_id, "passed": passed,
+            })
+            if not passed:
+                failed.append(cel.to_source(expectation.expr)
+                              + (f" ({value.message})" if isinstance(value, CelError) else ""))
+        if failed:
+            self._after_failure(view, step, "expectation failed: " + "; ".join(failed), after_result=True)
+            return
+        self._set(view, step_id, "succeeded", "the call returned and every `expect` holds")
+
+    def _after_failure(self, view: RunView, step: Step, error: str, after_result: bool = False) -> None:
+        attempts = self.view(view.run).attempts.get(step.id, 0)
+        if attempts <= step.retry:
+            self._set(view, step.id, "ready", f"attempt {attempts} failed: {error}; retrying")
+        else:
+            self._set(view, step.id, "failed", f"attempt {attempts} failed: {error}")
+
+    # ------------------------------------------------------------------ operators
+    def approve(self, run: str, step_id: str, approver: str, role: str) -> dict[str, Any]:
+        """Record an approval bound to the exact call the step would make now."""
+        view = self.view(run)
+        step = view.plan.step(step_id)
+        if step is None or step.call is None:
+            raise RuntimeError_(f"run `{run}` has no step `{step_id}`")
+        call = self.exact_call(view, step)
+        needs = self.required_approvals(view, step, self._requirements(view, step, call["args"]))
+        if role not in needs:
+            wanted = ", ".join(f'"{r}"' for r in needs) or "no role"
+            raise RuntimeError_(f"step `{step_id}` needs no approval by role \"{role}\" (it needs {wanted})")
+        within = needs[role][1]
+        if within is None:
+            within = 24 * 3600
+        body = {"plan_hash": view.plan_hash, "plan_version": view.plan_version, "tool": call["tool"],
+                "args_hash": content_hash(call["args"]), "args": call["args"], "approver": approver, "role": role,
+                "expires_at": _now_iso(self.clock() + within), "run": run}
+        self.journal.append(run, "approval", body, step=step_id)
+        return body
+
+    def exact_call(self, view: RunView, step: Step) -> dict[str, Any]:
+        predecessors = _predecessors(view.plan, step)
+        unfinished = [name for name, kind in predecessors.items()
+                      if kind == "reference" and view.states.get(name) != "succeeded"]
+        if unfinished:
+            raise RuntimeError_(f"step `{step.id}` cannot be approved yet: its call uses the result of "
+                                + ", ".join(f"`{n}`" for n in unfinished) + ", which has not succeeded")
+        scope = {name: {"result": view.results.get(name)} for name in predecessors}
+        args = {}
+        for argument in step.call.args:
+            value = compile_expr(argument.value)(scope)
+            if isinstance(value, CelError):
+                raise RuntimeError_(f"argument `{argument.name}` of step `{step.id}`: {value.message}")
+            args[argument.name] = _plain(value)
+        return {"tool": step.call.tool, "args": args, "plan_hash": view.plan_hash, "plan_version": view.plan_version}
+
+    def _requirements(self, view: RunView, step: Step, args: dict[str, Any]) -> list:
+        entry = view.policy.match(step.call.tool)
+        facts = StepFacts(step=step, entry=entry, declared_risk=step.risk.level if step.risk else None,
+                          effective_risk=effective_risk(step, entry), args=args)
+        return evaluator_for(view.policy).decide_call(rule_activation(facts, view.plan)).requirements
+
+    def reconcile(self, run: str, step_id: str, happened: bool, by: str) -> None:
+        view = self.view(run)
+        if view.states.get(step_id) != "outcome_unknown":
+            raise RuntimeError_(f"step `{step_id}` of run `{run}` has no unknown outcome to settle "
+                                f"(it is {view.states.get(step_id, 'not started')})")
+        self.journal.append(run, "reconciled", {"happened": happened, "by": by}, step=step_id)
+        if happened:
+            self.journal.append(run, "result", {"result": None, "external_ref": None,
+                                                "settled_by": by}, step=step_id)
+
+    def abort(self, run: str, rollback: bool) -> RunReport:
+        view = self.view(run)
+        for step_id in _order(view.plan):
+            if view.states.get(step_id) not in FINISHED | {"outcome_unknown"}:
+                self._set(view, step_id, "cancelled", "the run was aborted")
+        if rollback:
+            for step_id in reversed(_order(view.plan)):
+                step = view.plan.step(step_id)
+                if step is None or step.rollback is None or view.states.get(step_id) != "succeeded":
+                    continue
+                if effective_risk(step, view.policy.match(step.call.tool)) != Risk.reversible_write:
+                    continue
+                self._rollback(view, step)
+        self.journal.append(run, "run_state", {"state": "aborted", "reason": "aborted by an operator"})
+        return self.report(run, self.view(run))
+
+    def _rollback(self, view: RunView, step: Step) -> None:
+        assert step.rollback is not None
+        scope: dict[str, Any] = {name: {"result": view.results.get(name)} for name in _predecessors(view.plan, step)}
+        scope["result"] = view.results.get(step.id)
+        args = {}
+        for argument in step.rollback.args:
+            value = compile_expr(argument.value)(scope)
+            if isinstance(value, CelError):
+                self.journal.append(view.run, "attempt_failed", {"error": f"rollback argument `{argument.name}`: {value.message}"}, step=step.id)
+                return
+            args[argument.name] = _plain(value)
+        tool = self.tools.get(step.rollback.tool)
+        if tool is None:
+            self.journal.append(view.run, "attempt_failed", {"error": f"no rollback tool `{step.rollback.tool}` loaded"}, step=step.id)
+            return
+        key = f"{view.run}:{step.id}:rollback"
+        self.journal.append(view.run, "intent", {"tool": step.rollback.tool, "args": args, "idempotency_key": key,
+                                                 "attempt": view.attempts.get(step.id, 0) + 1, "rollback": True}, step=step.id)
+        kwargs, errors = bind(tool, args, key)
+        outcome = Outcome(False, error="; ".join(errors)) if errors else invoke(tool, kwargs)
+        if outcome.ok:
+            self.journal.append(view.run, "result", {"result": outcome.result, "external_ref": _external_ref(outcome.result),
+                                                     "rollback": True}, step=step.id)
+            self._set(view, step.id, "compensated", f"rolled back by `{step.rollback.tool}`")
+        else:
+            self.journal.append(view.run, "attempt_failed", {"error": outcome.error or "rollback failed"}, step=step.id)
+
+    # ------------------------------------------------------------------ reporting
+    def report(self, run: str, view: RunView, reason: str | None = None, record: bool = True) -> RunReport:
+        steps = {step.id: {"state": view.states.get(step.id, "ready"), "attempts": view.attempts.get(step.id, 0),
+                           "reason": view.reasons.get(step.id)} for step in view.plan.steps}
+        states = [info["state"] for info in steps.values()]
+        if view.run_state == "aborted":
+            state, message = "aborted", "the run was aborted"
+        elif all(s in GOOD for s in states):
+            state, message = "succeeded", "every step succeeded or was skipped"
+        elif any(s in ("waiting_for_approval", "outcome_unknown") for s in states) or reason:
+            state = "paused"
+            message = reason or "; ".join(f"`{k}`: {v['reason'] or v['state']}" for k, v in steps.items()
+                                          if v["state"] in ("waiting_for_approval", "outcome_unknown"))
+        elif any(s == "blocked" for s in states):
+            state, message = "blocked", "; ".join(f"`{k}` blocked: {v['reason']}" for k, v in steps.items() if v["state"] == "blocked")
+        elif any(s in BAD for s in states):
+            state, message = "failed", "; ".join(f"`{k}` {v['state']}: {v['reason']}" for k, v in steps.items() if v["state"] in ("failed",))
+        else:
+            state, message = "paused", "the run can go on: `plangate resume`"
+        if record and state in ("succeeded", "failed", "blocked") and view.run_state != state:
+            self.journal.append(run, "run_state", {"state": state, "reason": message})
+        return RunReport(run, state, message, steps)
+
+
+def _load(plan_text: str, plan_file: str, policy_texts: list[tuple[str, str]]) -> tuple[Plan, CompiledPolicy]:
+    from plangate.driver import check_sources
+    from plangate.source import SourceFile
+
+    result = check_sources([SourceFile(plan_file, plan_text)],
+                           [SourceFile(name, text) for name, text in policy_texts], {"quiet_no_policy": True})
+    errors = [d for d in result.diagnostics if d.severity.value == "error"]
+    if errors:
+        first = errors[0]
+        raise RuntimeError_(f"the plan has {len(errors)} error(s) and cannot run; first: {first.name}: {first.message} "
+                            "(run `plangate check` for all)")
+    if len(result.plans) != 1 or result.policy is None:
+        raise RuntimeError_("a run needs exactly one plan and at least one policy")
+    return result.plans[0], result.policy
+
+
+def _fold(view: RunView, record: Record) -> None:
+    step, body = record.step, record.body
+    kind = record.kind
+    if kind == "plan_version":
+        plan, _ = _load(body["plan_text"], body["plan_file"], [tuple(p) for p in view.policy_texts])
+        old_plan = view.plan
+        view.plan, view.plan_hash, view.plan_version = plan, body["plan_hash"], body["plan_version"]
+        view.plan_text = body["plan_text"]
+        for step_id, state in list(view.states.items()):  # changed calls lose their completed state
+            old, new = old_plan.step(step_id), plan.step(step_id)
+            if new is None or (state in GOOD and old is not None and old.call != new.call):
+                view.states.pop(step_id, None)
+                view.results.pop(step_id, None)
+    elif kind == "run_state":
+        view.run_state = body["state"]
+    elif step is None:
+        return
+    elif kind == "state":
+        view.states[step] = body["state"]
+        view.reasons[step] = body["reason"]
+    elif kind == "intent":
+        view.attempts[step] = view.attempts.get(step, 0) + 1
+        view.open_intents[step] = body
+        view.last_intent[step] = body
+        view.marked_unknown.discard(step)
+        view.states[step] = "running"
+        view.calls += 1
+        planned = view.plan.step(step)
+        if planned is not None and planned.cost is not None:
+            view.cost += float(planned.cost.high.amount)
+    elif kind == "result":
+        view.open_intents.pop(step, None)
+        view.results[step] = body["result"]
+        if not body.get("rollback"):
+            view.states[step] = "verifying"
+    elif kind == "attempt_failed":
+        view.open_intents.pop(step, None)
+    elif kind == "outcome_unknown":
+        view.states[step] = "outcome_unknown"
+        view.marked_unknown.add(step)
+    elif kind == "reconciled":
+        view.open_intents.pop(step, None)
+        view.states[step] = "verifying" if body["happened"] else "ready"
+    elif kind == "approval":
+        view.approvals.setdefault(step, []).append(body)
+
+
+def _order(plan: Plan) -> list[str]:
+    from plangate.graph import build_graph
+
+    return build_graph(plan).topological_order()
+
+
+def _predecessors(plan: Plan, step: Step) -> dict[str, str]:
+    from plangate.graph import step_expressions
+
+    found: dict[str, str] = {name.name: "after" for name in step.after}
+    for _clause, expr in step_expressions(step):
+        for name, _span in cel.step_references(expr):
+            if name != step.id:
+                found[name] = "reference"
+    return found
+
+
+def _call_tool(tools: ToolRegistry, intent: dict[str, Any]) -> Outcome:
+    tool = tools.get(intent["tool"])
+    if tool is None:
+        return Outcome(False, error=f"no tool named `{intent['tool']}` was loaded")
+    kwargs, errors = bind(tool, intent["args"], intent["idempotency_key"])
+    if errors:
+        return Outcome(False, error="; ".join(errors))
+    return invoke(tool, kwargs)
+
+
+def _external_ref(result: Any) -> Any:
+    if isinstance(result, dict):
+        for key in ("id", "ref", "external_ref", "url"):
+            if isinstance(result.get(key), (str, int)):
+                return result[key]
+    return None
+
+
+def _evidence_value(value: Any) -> Any:
+    text = canonical_json(value) if value is not None else "null"
+    return value if len(text) <= 4096 else text[:4096] + "…"
+
+
+def _plain(value: Any) -> Any:
+    from plangate.cel.evaluate import Duration, Uint
+
+    if isinstance(value, bool) or value is None or isinstance(value, (str, float)):
+        return value
+    if isinstance(value, Uint):
+        return int(value)
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, Duration):
+        return str(value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _show(value: Any) -> str:
+    return "false" if value is False else canonical_json(_plain(value)) if value is not None else "null"

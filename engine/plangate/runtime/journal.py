@@ -1,0 +1,476 @@
+"""The durable journal: an append-only, hash-chained log of every run, in one SQLite file.
+
+Storage. One SQLite file in WAL mode with `synchronous=FULL`. `append` runs in its own
+`BEGIN IMMEDIATE` transaction and has committed (and synced) when it returns, so the runtime calls
+it before every effect and relies on the record surviving a crash. WAL lets other processes
+(`plangate status`, `plangate approve`) read a consistent snapshot while a run writes; writers queue
+on SQLite's write lock with a busy timeout. Each read (`records`, `verify`, `step_states`) reads in
+one transaction, so it sees one snapshot, never half of a concurrent append.
+
+Tables (STRICT, so a column never holds a value of another type):
+    records(seq, run, kind, step, body, at, prev_hash, hash)  append-only (triggers refuse UPDATE
+                                                              and DELETE); `body` is canonical JSON
+                                                              and `at` a UTC ISO 8601 timestamp.
+    heads(run, last_seq, last_hash)                           the last record of each run, written
+                                                              in the same transaction as the append.
+
+Hash chain, one per run. `hash = content_hash([seq, run, kind, step, body, at, prev_hash])`, taken
+over the stored body text; the first record of a run has `prev_hash = GENESIS`, every later one
+the `hash` of the record before it in the same run. The chain is per run, not per file, because
+the run is the unit that is resumed, verified, shown and exported: verifying a run reads only its
+own records, and runs sharing one file never contend for one chain tip. `seq` is global and inside
+the hash, so moving a record to another position changes its hash.
+
+What `verify` detects. An edited column: `record-altered` (the stored hash no longer matches). A
+deleted, inserted or reordered record: `chain-broken` (a `prev_hash` that is not the hash before
+it). A truncated tail: `head-mismatch` (the chain is whole but ends before the head does), or
+`head-missing`. A row whose body is not a JSON object or lacks what its kind requires:
+`malformed-record`. The chain holds no secret: whoever rewrites every hash and the head as well
+is not detected; it guards against accidents, partial copies and naive edits.
+
+Reads never trust the file. A malformed row is left out of `records()` and reported by `verify()`;
+it never raises. Every `Record` a reader gets therefore has the body its kind promises (the
+`RECORD_FIELDS` below). The runtime calls `verify(run)` before acting on a run and refuses to act
+on a journal with problems. `append` refuses to extend a run whose last record is missing or
+altered, and refuses bodies that do not fit their kind.
+
+Folded view. `step_states(run)` replays the run's records, in order, into each step's
+(state, attempts); nothing about a run is kept in memory between calls. `attempts` counts the
+step's `intent` records. The state is the last `state` record's, with the transitions that the
+effect records imply, so that a crash between two records never loses an effect:
+    intent           → running           (a call is in flight)
+    result           → verifying         (the call returned: never call again, check `expect`)
+    outcome_unknown  → outcome_unknown
+    reconciled       → verifying if it happened, else ready
+and, last, a step whose latest `intent` has no `result`, `attempt_failed` or `reconciled` after it
+is `outcome_unknown`, whatever else was recorded. `running` with no such open intent means that no
+call is in flight (the runtime crashed before its intent, or the attempt failed).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator, NamedTuple
+
+from plangate.runtime.canonical import HASH_PREFIX, canonical_json, content_hash
+
+GENESIS = HASH_PREFIX + "0" * 64
+BUSY_TIMEOUT_SECONDS = 10.0
+
+STEP_STATES = (
+    "ready",
+    "waiting_for_approval",
+    "running",
+    "verifying",
+    "succeeded",
+    "failed",
+    "skipped",
+    "blocked",
+    "outcome_unknown",
+    "cancelled",
+    "compensated",
+)
+
+# The fields each record kind's body must have (a body may carry more).
+RECORD_FIELDS: dict[str, tuple[str, ...]] = {
+    "run_started": ("mission", "plan_hash", "plan_version", "policy_hash"),
+    "plan_version": ("plan_hash", "plan_version"),
+    "policy": ("policy_hash",),
+    "state": ("state", "reason"),
+    "intent": ("tool", "args", "idempotency_key", "attempt"),
+    "result": ("result", "external_ref"),
+    "attempt_failed": ("error",),
+    "outcome_unknown": (),
+    "reconciled": ("happened", "by"),
+    "approval": (
+        "plan_hash",
+        "plan_version",
+        "tool",
+        "args_hash",
+        "approver",
+        "role",
+        "expires_at",
+    ),
+    "evidence": ("what", "observed", "when", "how", "proves"),
+    "decision": (),
+    "run_state": ("state",),
+}
+
+# Kinds that are about one step and must name it; the others may.
+STEP_KINDS = frozenset(
+    {"state", "intent", "result", "attempt_failed", "outcome_unknown", "reconciled", "approval"}
+)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS records (
+    seq       INTEGER PRIMARY KEY,
+    run       TEXT NOT NULL,
+    kind      TEXT NOT NULL,
+    step      TEXT,
+    body      TEXT NOT NULL,
+    at        TEXT NOT NULL,
+    prev_hash TEXT NOT NULL,
+    hash      TEXT NOT NULL
+) STRICT;
+CREATE INDEX IF NOT EXISTS records_by_run ON records (run, seq);
+CREATE TABLE IF NOT EXISTS heads (
+    run       TEXT PRIMARY KEY,
+    last_seq  INTEGER NOT NULL,
+    last_hash TEXT NOT NULL
+) STRICT;
+CREATE TRIGGER IF NOT EXISTS records_are_not_updated BEFORE UPDATE ON records
+BEGIN SELECT RAISE(ABORT, 'journal records are append-only'); END;
+CREATE TRIGGER IF NOT EXISTS records_are_not_deleted BEFORE DELETE ON records
+BEGIN SELECT RAISE(ABORT, 'journal records are append-only'); END;
+"""
+
+_COLUMNS = "seq, run, kind, step, body, at, prev_hash, hash"
+_ALTERED = "its content no longer matches its hash: it was edited"
+_CHAIN_BROKEN = (
+    "it does not follow the record before it: a record was deleted, inserted or reordered"
+)
+
+
+class JournalError(Exception):
+    """The journal cannot be opened or written; the message says why, for a person to read."""
+
+
+@dataclass(frozen=True)
+class Record:
+    """One journal record, read back; `body` always has the fields its kind requires."""
+
+    seq: int
+    run: str
+    kind: str
+    step: str | None
+    body: dict[str, Any]
+    at: str
+    prev_hash: str
+    hash: str
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Something `verify` found wrong with a run; `seq` is None for problems of the run's head."""
+
+    run: str
+    seq: int | None
+    code: str
+    message: str
+
+    def __str__(self) -> str:
+        where = f"run {self.run}" if self.seq is None else f"run {self.run}, record #{self.seq}"
+        return f"{where}: {self.code}: {self.message}"
+
+
+class StepState(NamedTuple):
+    """A step's state (one of `STEP_STATES`) and how many attempts (intents) it has made."""
+
+    state: str
+    attempts: int
+
+
+class Journal:
+    """One open journal file. A `Journal` belongs to one thread; open one per thread or process."""
+
+    def __init__(self, connection: sqlite3.Connection, path: Path) -> None:
+        self._connection = connection
+        self.path = path
+
+    @classmethod
+    def open(cls, path: str | Path, *, read_only: bool = False) -> Journal:
+        """Open the journal at `path`, creating it and its parent directories unless `read_only`."""
+        path = Path(path)
+        if read_only and not path.is_file():
+            raise JournalError(f"there is no journal at {path}")
+        try:
+            if read_only:
+                connection = sqlite3.connect(
+                    f"{path.resolve().as_uri()}?mode=ro",
+                    uri=True,
+                    isolation_level=None,
+                    timeout=BUSY_TIMEOUT_SECONDS,
+                )
+            else:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                connection = sqlite3.connect(
+                    path, isolation_level=None, timeout=BUSY_TIMEOUT_SECONDS
+                )
+        except (OSError, sqlite3.Error) as error:
+            raise JournalError(f"cannot open the journal {path}: {error}") from None
+        try:
+            problem = _prepare(connection, create=not read_only)
+        except sqlite3.Error as error:
+            problem = f"cannot open the journal: {error}"
+        if problem:
+            connection.close()
+            raise JournalError(f"{path}: {problem}")
+        return cls(connection, path)
+
+    def close(self) -> None:
+        self._connection.close()
+
+    def __enter__(self) -> Journal:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def append(self, run: str, kind: str, body: dict[str, Any], step: str | None = None) -> Record:
+        """Add a record at the end of `run`'s chain and commit it before returning."""
+        if not isinstance(run, str) or not run:
+            raise JournalError(f"a run id must be a non-empty string, not {run!r}")
+        if step is not None and (not isinstance(step, str) or not step):
+            raise JournalError(f"a step id must be a non-empty string or None, not {step!r}")
+        if not isinstance(body, dict):
+            raise JournalError(f"a {kind} record's body must be a dict, not {type(body).__name__}")
+        shape_problem = _shape_problem(kind, step, body)
+        if shape_problem:
+            raise JournalError(shape_problem)
+        try:
+            body_text = canonical_json(body)
+        except (TypeError, ValueError) as error:
+            raise JournalError(f"a {kind} record's body is not JSON: {error}") from None
+        with self._transaction("IMMEDIATE"):
+            at = datetime.now(timezone.utc).isoformat(timespec="microseconds")
+            prev_hash = self._chain_tip(run)
+            (seq,) = self._connection.execute(
+                "SELECT COALESCE(MAX(seq), 0) + 1 FROM records"
+            ).fetchone()
+            record_hash = content_hash([seq, run, kind, step, body_text, at, prev_hash])
+            self._connection.execute(
+                f"INSERT INTO records ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (seq, run, kind, step, body_text, at, prev_hash, record_hash),
+            )
+            self._connection.execute(
+                "INSERT INTO heads (run, last_seq, last_hash) VALUES (?, ?, ?) "
+                "ON CONFLICT (run) DO UPDATE SET last_seq = excluded.last_seq, "
+                "last_hash = excluded.last_hash",
+                (run, seq, record_hash),
+            )
+        return Record(seq, run, kind, step, json.loads(body_text), at, prev_hash, record_hash)
+
+    def records(self, run: str) -> list[Record]:
+        """The run's well-formed records in order; malformed ones are left out (see `verify`)."""
+        with self._transaction("DEFERRED"):
+            rows = self._rows(run)
+        records = []
+        for row in rows:
+            decoded = _decode(row)
+            if isinstance(decoded, Record):
+                records.append(decoded)
+        return records
+
+    def runs(self) -> list[str]:
+        """Every run in the journal, in the order they started; runs left with only a head last."""
+        with self._transaction("DEFERRED"):
+            started = [
+                run
+                for (run,) in self._connection.execute(
+                    "SELECT run FROM records GROUP BY run ORDER BY MIN(seq)"
+                )
+            ]
+            headed = [
+                run for (run,) in self._connection.execute("SELECT run FROM heads ORDER BY run")
+            ]
+        known = set(started)
+        return started + [run for run in headed if run not in known]
+
+    def verify(self, run: str | None = None) -> list[Problem]:
+        """Check the hash chains and heads of one run, or of every run; [] when all is sound."""
+        with self._transaction("DEFERRED"):
+            runs = [run] if run is not None else self._run_ids()
+            found = [(run_id, self._rows(run_id), self._head(run_id)) for run_id in runs]
+        problems: list[Problem] = []
+        for run_id, rows, head in found:
+            problems.extend(_verify_chain(run_id, rows, head))
+        return problems
+
+    def step_states(self, run: str) -> dict[str, StepState]:
+        """Each step's (state, attempts) folded from its records; steps with no state are absent."""
+        states: dict[str, str] = {}
+        attempts: dict[str, int] = {}
+        open_intents: set[str] = set()
+        for record in self.records(run):
+            step, kind = record.step, record.kind
+            if step is None:
+                continue
+            if kind == "state":
+                states[step] = record.body["state"]
+            elif kind == "intent":
+                attempts[step] = attempts.get(step, 0) + 1
+                states[step] = "running"
+                open_intents.add(step)
+            elif kind == "result":
+                open_intents.discard(step)
+                states[step] = "verifying"
+            elif kind == "attempt_failed":
+                open_intents.discard(step)
+            elif kind == "outcome_unknown":
+                states[step] = "outcome_unknown"
+            elif kind == "reconciled":
+                open_intents.discard(step)
+                states[step] = "verifying" if record.body["happened"] else "ready"
+        for step in open_intents:
+            states[step] = "outcome_unknown"
+        return {step: StepState(state, attempts.get(step, 0)) for step, state in states.items()}
+
+    @contextmanager
+    def _transaction(self, mode: str) -> Iterator[None]:
+        try:
+            self._connection.execute(f"BEGIN {mode}")
+            try:
+                yield
+            except BaseException:
+                self._connection.execute("ROLLBACK")
+                raise
+            self._connection.execute("COMMIT")
+        except sqlite3.Error as error:
+            if self._connection.in_transaction:
+                self._connection.execute("ROLLBACK")
+            raise JournalError(f"the journal {self.path} failed: {error}") from None
+
+    def _chain_tip(self, run: str) -> str:
+        """The hash a new record of `run` chains to, after checking that the tail is intact."""
+        head = self._head(run)
+        if head is None:
+            has_records = self._connection.execute(
+                "SELECT 1 FROM records WHERE run = ? LIMIT 1", (run,)
+            ).fetchone()
+            if has_records:
+                raise JournalError(f"run {run} has records but no head; `verify` the journal")
+            return GENESIS
+        last_seq, last_hash = head
+        tail = self._connection.execute(
+            "SELECT hash FROM records WHERE seq = ? AND run = ?", (last_seq, run)
+        ).fetchone()
+        if tail is None or tail[0] != last_hash:
+            raise JournalError(
+                f"run {run}: its last record #{last_seq} is missing or altered; "
+                "the journal will not extend a broken chain (`verify` it)"
+            )
+        return last_hash
+
+    def _rows(self, run: str) -> list[tuple]:
+        return self._connection.execute(
+            f"SELECT {_COLUMNS} FROM records WHERE run = ? ORDER BY seq", (run,)
+        ).fetchall()
+
+    def _head(self, run: str) -> tuple[int, str] | None:
+        return self._connection.execute(
+            "SELECT last_seq, last_hash FROM heads WHERE run = ?", (run,)
+        ).fetchone()
+
+    def _run_ids(self) -> list[str]:
+        return [
+            run
+            for (run,) in self._connection.execute(
+                "SELECT run FROM records UNION SELECT run FROM heads ORDER BY run"
+            )
+        ]
+
+
+def _prepare(connection: sqlite3.Connection, *, create: bool) -> str | None:
+    """Set the connection up (WAL, full sync, the schema when `create`); a problem, or None."""
+    if create:
+        (mode,) = connection.execute("PRAGMA journal_mode=WAL").fetchone()
+        if mode != "wal":
+            return f"cannot put the journal in WAL mode (it stays in {mode} mode)"
+        connection.executescript(_SCHEMA)
+    connection.execute("PRAGMA synchronous=FULL")
+    tables = {
+        name
+        for (name,) in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+    }
+    if not {"records", "heads"} <= tables:
+        return "not a plangate journal (it has no records and heads tables)"
+    return None
+
+
+def _shape_problem(kind: str, step: str | None, body: dict[str, Any]) -> str | None:
+    """Why `body` does not fit a `kind` record (of `step`), or None when it does."""
+    if kind not in RECORD_FIELDS:
+        return f"unknown record kind {kind!r}"
+    if kind in STEP_KINDS and step is None:
+        return f"a {kind} record must name its step"
+    missing = [field for field in RECORD_FIELDS[kind] if field not in body]
+    if missing:
+        return f"a {kind} record's body lacks {', '.join(missing)}"
+    if kind == "state" and body["state"] not in STEP_STATES:
+        return f"unknown step state {body['state']!r}"
+    if kind == "intent" and not (type(body["attempt"]) is int and body["attempt"] >= 1):
+        return f"an intent's attempt must be a positive integer, not {body['attempt']!r}"
+    if kind == "reconciled" and not isinstance(body["happened"], bool):
+        return f"a reconciliation's `happened` must be true or false, not {body['happened']!r}"
+    return None
+
+
+def _column_problem(row: tuple) -> str | None:
+    seq, run, kind, step, body, at, prev_hash, record_hash = row
+    if not isinstance(seq, int) or not all(
+        isinstance(text, str) for text in (run, kind, body, at, prev_hash, record_hash)
+    ):
+        return "a column holds a value of the wrong type"
+    if step is not None and not isinstance(step, str):
+        return "the step column holds a value of the wrong type"
+    return None
+
+
+def _decode(row: tuple) -> Record | str:
+    """The row as a `Record`, or why it is malformed."""
+    column_problem = _column_problem(row)
+    if column_problem:
+        return column_problem
+    seq, run, kind, step, body_text, at, prev_hash, record_hash = row
+    try:
+        body = json.loads(body_text)
+    except (ValueError, RecursionError):
+        return "the body is not JSON"
+    if not isinstance(body, dict):
+        return "the body is not a JSON object"
+    shape_problem = _shape_problem(kind, step, body)
+    if shape_problem:
+        return shape_problem
+    return Record(seq, run, kind, step, body, at, prev_hash, record_hash)
+
+
+def _verify_chain(run: str, rows: list[tuple], head: tuple[int, str] | None) -> list[Problem]:
+    """The problems of one run's rows (in seq order) against its head; a run that has neither
+    rows nor a head has none."""
+    problems = []
+    expected_prev_hash = GENESIS
+    for row in rows:
+        seq, prev_hash, stored_hash = row[0], row[6], row[7]
+        decoded = _decode(row)
+        if isinstance(decoded, str):
+            problems.append(Problem(run, seq, "malformed-record", decoded))
+        if _column_problem(row) is None:
+            if content_hash(list(row[:7])) != stored_hash:
+                problems.append(Problem(run, seq, "record-altered", _ALTERED))
+            if prev_hash != expected_prev_hash:
+                problems.append(Problem(run, seq, "chain-broken", _CHAIN_BROKEN))
+        expected_prev_hash = stored_hash
+    if not rows and head is None:
+        return problems
+    if head is None:
+        problems.append(Problem(run, None, "head-missing", "the run has records but no head"))
+    elif not rows:
+        problems.append(
+            Problem(run, None, "head-mismatch", f"its head is #{head[0]}, but it has no records")
+        )
+    elif (rows[-1][0], rows[-1][7]) != head:
+        problems.append(
+            Problem(
+                run,
+                None,
+                "head-mismatch",
+                f"it ends at #{rows[-1][0]} but its head says #{head[0]}: "
+                "records at its end were deleted or replaced",
+            )
+        )
+    return problems

@@ -1,0 +1,365 @@
+"""Tools: the Python functions that plans call, their registry, and how a call is bound and made.
+
+`@tool("deploy.preview")` turns a function into a `Tool`, still callable like the function. Its
+keyword parameters are the call's arguments; a parameter named `idempotency_key` receives the
+step's key from the runtime, never from the plan. `@preview.reconcile` registers the hook that,
+after a crash, answers whether the call with a given key happened (its result) or not (None).
+Signatures and type hints are read when the decorator runs, so a tool that can never be bound
+(positional-only parameters, hints that do not resolve) fails when its file loads, not mid-run.
+
+`ToolRegistry.load(module_or_file)` imports a `.py` file (under a fresh module name, so two files
+named alike never collide) or an importable module, and registers every `Tool` among the module's
+attributes. It returns the problems as sentences (no such file, a syntax error at a line, an
+exception while importing, two tools with one name), never a traceback.
+
+`bind(tool, args, idempotency_key)` checks the plan's arguments against the parameters: missing
+required ones, unknown names (unless the function takes `**kwargs`) and the type hints `str`,
+`int`, `float` (an `int` is accepted too), `bool`, `dict[...]`, `list[...]`, `X | None`,
+`Optional[X]`, unions and `Any`; `bool` never passes for `int` or `float`, as JSON keeps them apart.
+Other hints are not checked: the arguments are JSON values, and such a hint is the tool's own
+business. `invoke(tool, kwargs)` calls the tool and turns whatever happens into an `Outcome`: an
+exception becomes a failed outcome with its message (the runtime journals it); a result that has
+no canonical JSON form fails too, and a successful result is the JSON value the journal will hold
+(tuples become lists, `Decimal`s strings), so a replayed run sees what the live run saw.
+`invoke_reconcile(tool, idempotency_key)` does the same for the reconcile hook.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.util
+import inspect
+import itertools
+import json
+import re
+import sys
+import traceback
+import types
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from plangate.runtime.canonical import canonical_json
+
+IDEMPOTENCY_PARAMETER = "idempotency_key"
+
+_TOOL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
+_module_numbers = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """A keyword parameter of a tool: its type hint (`Any` when it has none) and whether the
+    call must give it."""
+
+    name: str
+    hint: Any
+    required: bool
+
+
+class Tool:
+    """A function registered under the name that plans call; calling the `Tool` calls it."""
+
+    def __init__(self, name: str, function: Callable[..., Any]) -> None:
+        self.parameters, self.takes_any_keyword = _keyword_parameters(name, function)
+        functools.update_wrapper(self, function)
+        self.name = name
+        self.function = function
+        self.reconcile_hook: Callable[..., Any] | None = None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.function(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<Tool {self.name} ({self.function.__module__}.{self.function.__qualname__})>"
+
+    @property
+    def takes_idempotency_key(self) -> bool:
+        return IDEMPOTENCY_PARAMETER in self.parameters
+
+    def reconcile(self, hook: Callable[..., Any]) -> Callable[..., Any]:
+        """Decorator: register `hook(idempotency_key=…) -> result | None`; returns the hook."""
+        if self.reconcile_hook is not None:
+            raise TypeError(f"tool {self.name} already has a reconcile hook")
+        hook_parameters = inspect.signature(hook).parameters.values()
+        if not any(
+            (parameter.name == IDEMPOTENCY_PARAMETER and parameter.kind in _KEYWORD_KINDS)
+            or parameter.kind is inspect.Parameter.VAR_KEYWORD
+            for parameter in hook_parameters
+        ):
+            raise TypeError(
+                f"the reconcile hook of tool {self.name} must take an `idempotency_key` parameter"
+            )
+        self.reconcile_hook = hook
+        return hook
+
+
+def tool(name: str) -> Callable[[Callable[..., Any]], Tool]:
+    """Decorator: `@tool("deploy.preview")` registers the function as the tool `deploy.preview`."""
+    if not isinstance(name, str):
+        raise TypeError('@tool needs the name that plans call: write @tool("name.of.tool")')
+    if not _TOOL_NAME.match(name):
+        raise ValueError(f"{name!r} is not a tool name (a dotted identifier: deploy.preview)")
+
+    def register(function: Callable[..., Any]) -> Tool:
+        return Tool(name, function)
+
+    return register
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a call gave: `ok` with its JSON `result`, or not `ok` with an `error` message."""
+
+    ok: bool
+    result: Any = None
+    error: str | None = None
+
+
+class ToolRegistry:
+    """The tools a run may call, by name."""
+
+    def __init__(self) -> None:
+        self._tools: dict[str, Tool] = {}
+
+    def register(self, new_tool: Tool) -> None:
+        """Add a tool; a second, different tool under the same name is a `ValueError`."""
+        known = self._tools.get(new_tool.name)
+        if known is not None and known is not new_tool:
+            raise ValueError(
+                f"two tools are named {new_tool.name}: {known.function.__qualname__} in "
+                f"{known.function.__module__} and {new_tool.function.__qualname__} in "
+                f"{new_tool.function.__module__}"
+            )
+        self._tools[new_tool.name] = new_tool
+
+    def load(self, module_or_file: str) -> list[str]:
+        """Register every `Tool` of a Python file or importable module; the problems, or []."""
+        looks_like_file = module_or_file.endswith(".py") or Path(module_or_file).is_file()
+        if looks_like_file:
+            module_or_problem = _import_file(Path(module_or_file))
+        else:
+            module_or_problem = _import_module(module_or_file)
+        if isinstance(module_or_problem, str):
+            return [module_or_problem]
+        attributes = vars(module_or_problem).values()
+        found_by_identity = {id(value): value for value in attributes if isinstance(value, Tool)}
+        found = list(found_by_identity.values())  # a tool bound to two names is one tool
+        if not found:
+            return [f"{module_or_file} defines no tools (functions decorated with @tool)"]
+        problems = []
+        for found_tool in found:
+            try:
+                self.register(found_tool)
+            except ValueError as error:
+                problems.append(str(error))
+        return problems
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self._tools)
+
+
+def bind(
+    bound_tool: Tool, args: dict[str, Any], idempotency_key: str
+) -> tuple[dict[str, Any], list[str]]:
+    """The keyword arguments to call `bound_tool` with, and why the call does not fit, if it
+    does not (an empty list when it does)."""
+    errors = []
+    kwargs: dict[str, Any] = {}
+    if IDEMPOTENCY_PARAMETER in args:
+        errors.append(
+            f"{bound_tool.name}: `{IDEMPOTENCY_PARAMETER}` is given by the runtime, "
+            "not by the plan's arguments"
+        )
+    for name, value in args.items():
+        if name == IDEMPOTENCY_PARAMETER:
+            continue
+        parameter = bound_tool.parameters.get(name)
+        if parameter is None and not bound_tool.takes_any_keyword:
+            accepted = [known for known in bound_tool.parameters if known != IDEMPOTENCY_PARAMETER]
+            errors.append(
+                f"{bound_tool.name} has no argument `{name}` "
+                f"(it takes: {', '.join(accepted) or 'no arguments'})"
+            )
+            continue
+        if parameter is not None and not _conforms(value, parameter.hint):
+            errors.append(
+                f"argument `{name}` of {bound_tool.name} must be {_describe(parameter.hint)}, "
+                f"not {_json_type(value)} {_preview(value)}"
+            )
+        kwargs[name] = value
+    for parameter in bound_tool.parameters.values():
+        if parameter.name == IDEMPOTENCY_PARAMETER:
+            kwargs[IDEMPOTENCY_PARAMETER] = idempotency_key
+        elif parameter.required and parameter.name not in args:
+            errors.append(f"{bound_tool.name} needs the argument `{parameter.name}`")
+    return kwargs, errors
+
+
+def invoke(called_tool: Tool, kwargs: dict[str, Any]) -> Outcome:
+    """Call the tool; an exception or a result with no JSON form is a failed `Outcome`."""
+    return _call(called_tool.function, kwargs, f"tool {called_tool.name}")
+
+
+def invoke_reconcile(called_tool: Tool, idempotency_key: str) -> Outcome:
+    """Ask the tool's reconcile hook about the call with `idempotency_key`: an `ok` outcome's
+    result is what the call returned, or None when it did not happen."""
+    if called_tool.reconcile_hook is None:
+        return Outcome(False, error=f"tool {called_tool.name} has no reconcile hook")
+    return _call(
+        called_tool.reconcile_hook,
+        {IDEMPOTENCY_PARAMETER: idempotency_key},
+        f"the reconcile hook of tool {called_tool.name}",
+    )
+
+
+_KEYWORD_KINDS = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+
+
+def _keyword_parameters(
+    name: str, function: Callable[..., Any]
+) -> tuple[dict[str, Parameter], bool]:
+    """The keyword parameters of a tool's function and whether it takes `**kwargs`."""
+    if not callable(function):
+        raise TypeError(f"@tool({name!r}) decorates a function, not a {type(function).__name__}")
+    try:
+        signature = inspect.signature(function)
+        hints = typing.get_type_hints(function)
+    except (NameError, TypeError, ValueError) as error:
+        raise TypeError(
+            f"tool {name}: cannot read the signature of {function.__qualname__}: {error}"
+        ) from None
+    parameters: dict[str, Parameter] = {}
+    takes_any_keyword = False
+    for parameter in signature.parameters.values():
+        if parameter.kind is inspect.Parameter.VAR_KEYWORD:
+            takes_any_keyword = True
+        elif parameter.kind is inspect.Parameter.POSITIONAL_ONLY:
+            raise TypeError(
+                f"tool {name}: parameter `{parameter.name}` is positional-only; "
+                "plans pass arguments by name"
+            )
+        elif parameter.kind in _KEYWORD_KINDS:
+            parameters[parameter.name] = Parameter(
+                parameter.name,
+                hints.get(parameter.name, Any),
+                parameter.default is inspect.Parameter.empty,
+            )
+    return parameters, takes_any_keyword
+
+
+def _conforms(value: Any, hint: Any) -> bool:
+    """Whether a JSON value fits a type hint; hints this module does not know always fit."""
+    if hint is Any or hint is object:
+        return True
+    if hint is None or hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    origin = typing.get_origin(hint)
+    if origin is typing.Union or origin is types.UnionType:
+        return any(_conforms(value, option) for option in typing.get_args(hint))
+    if hint is list or origin is list:
+        item_hints = typing.get_args(hint)
+        return isinstance(value, list) and (
+            not item_hints or all(_conforms(item, item_hints[0]) for item in value)
+        )
+    if hint is dict or origin is dict:
+        key_and_value_hints = typing.get_args(hint)
+        return isinstance(value, dict) and (
+            not key_and_value_hints
+            or all(_conforms(item, key_and_value_hints[1]) for item in value.values())
+        )
+    return True
+
+
+def _describe(hint: Any) -> str:
+    if hint is None or hint is type(None):
+        return "None"
+    origin = typing.get_origin(hint)
+    if origin is typing.Union or origin is types.UnionType:
+        return " | ".join(_describe(option) for option in typing.get_args(hint))
+    if origin is not None:
+        return f"{origin.__name__}[{', '.join(_describe(arg) for arg in typing.get_args(hint))}]"
+    return getattr(hint, "__name__", repr(hint))
+
+
+def _json_type(value: Any) -> str:
+    return "None" if value is None else type(value).__name__
+
+
+def _preview(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _call(function: Callable[..., Any], kwargs: dict[str, Any], what: str) -> Outcome:
+    try:
+        result = function(**kwargs)
+    except Exception as error:
+        return Outcome(False, error=_exception_text(error))
+    try:
+        result_text = canonical_json(result)
+    except (TypeError, ValueError, RecursionError) as error:
+        return Outcome(False, error=f"{what} returned a result that is not JSON: {error}")
+    return Outcome(True, result=json.loads(result_text))
+
+
+def _import_file(path: Path) -> types.ModuleType | str:
+    if not path.is_file():
+        return f"there is no tools file at {path}"
+    stem = re.sub(r"[^A-Za-z0-9_]", "_", path.stem)
+    module_name = f"plangate_tools_{next(_module_numbers)}_{stem}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        return f"cannot load {path} as Python (is it a .py file?)"
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module  # dataclasses and pickling look the module up while it runs
+    try:
+        spec.loader.exec_module(module)
+    except Exception as error:
+        del sys.modules[module_name]
+        return _loading_problem(str(path), error, path.resolve())
+    return module
+
+
+def _import_module(module_name: str) -> types.ModuleType | str:
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        missing = error.name
+        if missing is not None and (module_name + ".").startswith(missing + "."):
+            return (
+                f"there is no module named {module_name} "
+                "(give the path of a .py file, or make the module importable)"
+            )
+        return _loading_problem(module_name, error, None)
+    except Exception as error:
+        return _loading_problem(module_name, error, None)
+
+
+def _loading_problem(what: str, error: Exception, file: Path | None) -> str:
+    """One sentence about an exception raised while importing tools: where, and what."""
+    if isinstance(error, SyntaxError):
+        return f"syntax error in {error.filename or what}, line {error.lineno}: {error.msg}"
+    frames = traceback.extract_tb(error.__traceback__)
+    if file is not None:
+        frames = [frame for frame in frames if Path(frame.filename) == file] or frames
+    where = f" ({Path(frames[-1].filename).name}, line {frames[-1].lineno})" if frames else ""
+    return f"loading tools from {what} failed{where}: {_exception_text(error)}"
+
+
+def _exception_text(error: Exception) -> str:
+    message = str(error)
+    return f"{type(error).__name__}: {message}" if message else type(error).__name__

@@ -1,0 +1,315 @@
+"""Tools: the decorator, reconcile hooks, loading from files and modules, argument binding, and
+calls whose exceptions and non-JSON results become failed outcomes."""
+
+from __future__ import annotations
+
+import textwrap
+from decimal import Decimal
+from typing import Any, Optional
+
+import pytest
+
+from plangate import tool as public_tool
+from plangate.runtime.tools import (
+    Outcome,
+    Tool,
+    ToolRegistry,
+    bind,
+    invoke,
+    invoke_reconcile,
+    tool,
+)
+
+TOOLS_FILE = '''
+from dataclasses import dataclass
+from plangate import tool
+
+@dataclass
+class Preview:  # dataclasses need the module in sys.modules while it runs
+    id: str
+
+@tool("deploy.preview")
+def preview(artifact: str, idempotency_key: str) -> dict:
+    return {"id": "pv-" + artifact, "key": idempotency_key}
+
+@preview.reconcile
+def preview_reconcile(idempotency_key: str) -> dict | None:
+    return {"id": "pv-found"} if idempotency_key == "seen" else None
+
+@tool("http.get")
+def get(url: str, timeout: float = 5.0) -> dict:
+    return {"status": 200, "url": url}
+
+def not_a_tool():
+    pass
+'''
+
+
+def write(tmp_path, name: str, text: str):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+# --- the decorator --------------------------------------------------------------------------------
+
+
+def test_the_decorator_makes_a_callable_tool_with_a_reconcile_hook():
+    @tool("deploy.preview")
+    def preview(artifact: str, idempotency_key: str) -> dict:
+        """Make a preview."""
+        return {"id": "pv-" + artifact}
+
+    @preview.reconcile
+    def preview_reconcile(idempotency_key: str) -> dict | None:
+        return None
+
+    assert isinstance(preview, Tool) and preview.name == "deploy.preview"
+    assert preview(artifact="a", idempotency_key="k") == {"id": "pv-a"}
+    assert preview.__doc__ == "Make a preview." and preview.__name__ == "preview"
+    assert preview.reconcile_hook is preview_reconcile and callable(preview_reconcile)
+    assert preview.takes_idempotency_key and not preview.takes_any_keyword
+    assert public_tool is tool
+
+
+def test_the_decorator_refuses_tools_that_could_never_be_called():
+    with pytest.raises(TypeError, match=r'@tool\("name.of.tool"\)'):
+        tool(lambda: None)  # type: ignore[arg-type]  # @tool written without its name
+    with pytest.raises(ValueError, match="not a tool name"):
+        tool("deploy preview")
+    with pytest.raises(TypeError, match="positional-only"):
+        tool("t")(lambda x, /: x)
+
+    @tool("t")
+    def with_hook(x: int) -> int:
+        return x
+
+    with pytest.raises(TypeError, match="must take an `idempotency_key`"):
+        with_hook.reconcile(lambda key: None)
+    with_hook.reconcile(lambda **anything: None)
+    with pytest.raises(TypeError, match="already has a reconcile hook"):
+        with_hook.reconcile(lambda idempotency_key: None)
+
+
+def test_type_hints_that_do_not_resolve_fail_when_the_tool_is_defined(tmp_path):
+    path = write(tmp_path, "unresolved.py", """
+        from __future__ import annotations
+        from plangate import tool
+
+        @tool("t")
+        def t(x: Missing) -> dict:
+            return {}
+    """)
+    [problem] = ToolRegistry().load(str(path))
+    assert "unresolved.py, line" in problem and "cannot read the signature of t" in problem
+    assert "Missing" in problem
+
+
+# --- loading --------------------------------------------------------------------------------------
+
+
+def test_loading_a_file_registers_every_tool_in_it(tmp_path):
+    registry = ToolRegistry()
+    assert registry.load(str(write(tmp_path, "my tools.py", TOOLS_FILE))) == []
+    assert registry.names() == ["deploy.preview", "http.get"]
+    assert registry.get("deploy.preview").reconcile_hook is not None
+    assert registry.get("nope") is None
+
+
+def test_loading_two_files_of_one_name_keeps_both(tmp_path):
+    first = write(tmp_path, "tools.py", TOOLS_FILE)
+    (tmp_path / "other").mkdir()
+    second = write(tmp_path / "other", "tools.py", """
+        from plangate import tool
+
+        @tool("chat.post")
+        def post(channel: str, text: str) -> dict:
+            return {}
+    """)
+    registry = ToolRegistry()
+    assert registry.load(str(first)) == [] and registry.load(str(second)) == []
+    assert registry.names() == ["chat.post", "deploy.preview", "http.get"]
+
+
+def test_loading_an_importable_module(tmp_path, monkeypatch):
+    write(tmp_path, "plangate_test_tools_module.py", TOOLS_FILE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    registry = ToolRegistry()
+    assert registry.load("plangate_test_tools_module") == []
+    assert registry.names() == ["deploy.preview", "http.get"]
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("def broken(:\n    pass\n", "syntax error in {path}, line 1"),
+        ("import plangate_no_such_dependency\n",
+         "loading tools from {path} failed (bad.py, line 1): ModuleNotFoundError: "
+         "No module named 'plangate_no_such_dependency'"),
+        ("x = 1\nraise RuntimeError('no credentials')\n",
+         "loading tools from {path} failed (bad.py, line 2): RuntimeError: no credentials"),
+        ("x = 1\n", "{path} defines no tools"),
+    ],
+)
+def test_loading_problems_are_sentences_not_tracebacks(tmp_path, text, expected):
+    path = tmp_path / "bad.py"
+    path.write_text(text)
+    [problem] = ToolRegistry().load(str(path))
+    assert problem.startswith(expected.format(path=path))
+
+
+def test_a_missing_file_or_module_is_named(tmp_path):
+    missing = tmp_path / "absent.py"
+    assert ToolRegistry().load(str(missing)) == [f"there is no tools file at {missing}"]
+    [problem] = ToolRegistry().load("plangate_no_such_module.tools")
+    assert problem.startswith("there is no module named plangate_no_such_module.tools")
+
+
+def test_an_import_error_inside_a_module_is_not_taken_for_a_missing_module(tmp_path, monkeypatch):
+    write(tmp_path, "plangate_test_inner_import.py", "import plangate_no_such_dependency\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    [problem] = ToolRegistry().load("plangate_test_inner_import")
+    assert problem.startswith("loading tools from plangate_test_inner_import failed")
+    assert "plangate_no_such_dependency" in problem
+
+
+def test_two_different_tools_with_one_name_are_refused(tmp_path):
+    path = write(tmp_path, "twice.py", """
+        from plangate import tool
+
+        @tool("same.name")
+        def first() -> int:
+            return 1
+
+        @tool("same.name")
+        def second() -> int:
+            return 2
+
+        alias = second
+    """)
+    [problem] = ToolRegistry().load(str(path))
+    assert problem.startswith("two tools are named same.name: first in")
+
+
+# --- binding --------------------------------------------------------------------------------------
+
+
+@tool("payments.refund")
+def refund(
+    amount: float,
+    currency: str,
+    count: int = 1,
+    note: Optional[str] = None,
+    tags: list[str] | None = None,
+    meta: dict[str, Any] | None = None,
+    urgent: bool = False,
+    idempotency_key: str = "",
+) -> dict:
+    return {"refunded": amount, "key": idempotency_key}
+
+
+@tool("free.form")
+def free_form(target: str, **extra: Any) -> dict:
+    return {"target": target, **extra}
+
+
+def test_binding_a_good_call_passes_the_idempotency_key():
+    kwargs, errors = bind(refund, {"amount": 12, "currency": "EUR", "tags": ["a"]}, "key-1")
+    assert errors == []
+    assert kwargs == {"amount": 12, "currency": "EUR", "tags": ["a"], "idempotency_key": "key-1"}
+    assert invoke(refund, kwargs) == Outcome(True, result={"refunded": 12, "key": "key-1"})
+
+
+def test_the_idempotency_key_goes_only_to_tools_that_declare_it():
+    kwargs, errors = bind(free_form, {"target": "x", "anything": [1]}, "key-1")
+    assert errors == [] and kwargs == {"target": "x", "anything": [1]}
+
+
+@pytest.mark.parametrize(
+    "args, error",
+    [
+        ({"currency": "EUR"}, "payments.refund needs the argument `amount`"),
+        ({"amount": 1.0, "currency": "EUR", "reason": "x"},
+         "payments.refund has no argument `reason` (it takes: amount, currency, count, note, "
+         "tags, meta, urgent)"),
+        ({"amount": "12", "currency": "EUR"},
+         "argument `amount` of payments.refund must be float, not str '12'"),
+        ({"amount": True, "currency": "EUR"},
+         "argument `amount` of payments.refund must be float, not bool True"),
+        ({"amount": 1.0, "currency": "EUR", "count": 2.0},
+         "argument `count` of payments.refund must be int, not float 2.0"),
+        ({"amount": 1.0, "currency": "EUR", "note": 3},
+         "argument `note` of payments.refund must be str | None, not int 3"),
+        ({"amount": 1.0, "currency": "EUR", "tags": ["a", 1]},
+         "argument `tags` of payments.refund must be list[str] | None, not list ['a', 1]"),
+        ({"amount": 1.0, "currency": "EUR", "meta": []},
+         "argument `meta` of payments.refund must be dict[str, Any] | None, not list []"),
+        ({"amount": 1.0, "currency": "EUR", "urgent": 1},
+         "argument `urgent` of payments.refund must be bool, not int 1"),
+        ({"amount": 1.0, "currency": "EUR", "idempotency_key": "mine"},
+         "payments.refund: `idempotency_key` is given by the runtime, not by the plan's arguments"),
+    ],
+)
+def test_binding_errors(args, error):
+    _, errors = bind(refund, args, "key-1")
+    assert errors == [error]
+
+
+def test_binding_accepts_none_for_optional_arguments_and_any_value_where_unhinted():
+    @tool("loose")
+    def loose(anything, maybe: int | None) -> None:
+        return None
+
+    assert bind(loose, {"anything": {"deep": [1]}, "maybe": None}, "k")[1] == []
+    assert bind(refund, {"amount": 1.5, "currency": "EUR", "note": None}, "k")[1] == []
+
+
+# --- calling --------------------------------------------------------------------------------------
+
+
+def test_an_exception_fails_the_outcome_with_its_message():
+    @tool("explodes")
+    def explodes(reason: str) -> dict:
+        raise RuntimeError(reason)
+
+    @tool("explodes.quietly")
+    def explodes_quietly() -> dict:
+        raise KeyError
+
+    assert invoke(explodes, {"reason": "upstream 503"}) == Outcome(
+        False, error="RuntimeError: upstream 503"
+    )
+    assert invoke(explodes_quietly, {}) == Outcome(False, error="KeyError")
+
+
+def test_results_must_be_json():
+    @tool("returns")
+    def returns(kind: str) -> Any:
+        return {"set": {1, 2}, "nan": float("nan"), "tuple": (1, Decimal("2.50"))}[kind]
+
+    assert invoke(returns, {"kind": "tuple"}) == Outcome(True, result=[1, "2.5"])
+    outcome = invoke(returns, {"kind": "set"})
+    assert not outcome.ok
+    assert outcome.error.startswith("tool returns returned a result that is not JSON")
+    assert not invoke(returns, {"kind": "nan"}).ok
+
+
+def test_reconcile_hooks_are_invoked_like_tools(tmp_path):
+    registry = ToolRegistry()
+    registry.load(str(write(tmp_path, "tools.py", TOOLS_FILE)))
+    preview = registry.get("deploy.preview")
+    assert invoke_reconcile(preview, "seen") == Outcome(True, result={"id": "pv-found"})
+    assert invoke_reconcile(preview, "unseen") == Outcome(True, result=None)
+    assert invoke_reconcile(registry.get("http.get"), "k") == Outcome(
+        False, error="tool http.get has no reconcile hook"
+    )
+
+    @tool("flaky")
+    def flaky() -> None:
+        return None
+
+    @flaky.reconcile
+    def flaky_reconcile(idempotency_key: str) -> None:
+        raise TimeoutError("status API down")
+
+    assert invoke_reconcile(flaky, "k") == Outcome(False, error="TimeoutError: status API down")
