@@ -24,7 +24,7 @@ from plangate.source import Span
 
 MAX_EXPRESSION_DEPTH = 96
 
-_DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+_DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}  # seconds per unit
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "0": "\0",
             "a": "\a", "b": "\b", "f": "\f", "v": "\v", "?": "?", "`": "`"}
 
@@ -126,8 +126,10 @@ class Lowering(Transformer):
     def _duration(self, token: Token) -> ir.Duration:
         text = token.value
         unit = text.lstrip("0123456789")
-        seconds = int(text[: len(text) - len(unit)]) * _DURATION_UNITS[unit]
-        return ir.Duration(seconds=int(seconds), text=text, span=self._tok(token))
+        number = int(text[: len(text) - len(unit)])
+        # Whole seconds: a bound in milliseconds rounds up, so `500ms` is never read as no time at all.
+        seconds = -(-number // 1000) if unit == "ms" else number * int(_DURATION_UNITS[unit])
+        return ir.Duration(seconds=seconds, text=text, span=self._tok(token))
 
     def _risk(self, token: Token) -> ir.RiskRef:
         name = token.value
