@@ -4,8 +4,9 @@ Algorithm
 - `compile_expr(expr)` walks the syntax tree once and returns `evaluate(activation)`. Each node
   becomes one closure that calls its children's closures; nothing inspects the tree afterwards.
   Common shapes get a specialised closure: a selection on a variable (`args.amount`), a comparison
-  with a literal (`call.tool == "x"`, `args.amount > 500.0`), `in` over a literal list of strings or
-  numbers, a `matches` with a literal pattern (compiled once).
+  with a literal (`call.tool == "x"`, `args.amount > 500.0`), `in` over a literal list of strings,
+  a `matches` with a literal pattern (compiled once), a function of a literal (`duration("1h")`,
+  computed once: its results are immutable).
 - Inside, a failed operation raises the private `_Failure`; `&&` and `||` catch it to give CEL's
   commutative error absorption (`false && error` is false, `true || error` is true, in either order);
   the outer `evaluate` turns it into a `CelError` value. The happy path pays for no error checks.
@@ -22,6 +23,9 @@ Semantics kept from the CEL specification (and cel-go) where cel-python 0.5 diff
   non-numeric types are unequal (`1 == "a"` is false, never an error); arithmetic never mixes types.
 - Double division by zero follows IEEE 754 (±inf, NaN for 0/0); `[1][-1]` is out of range;
   `string(true)` is "true"; `true && 1` is an error; durations keep nanoseconds.
+- Kept from cel-python where the two differ from cel-go: `string(1.5)` is Python's shortest repr
+  ("1.0", "1e+100"); `-9223372036854775808 % -1` is 0. Refused here alone: a map literal holding
+  both `true` and `1` as keys (Python cannot keep them apart; "duplicate map key").
 - `matches` uses RE2 (CEL's own regular-expression dialect), whose matching time is linear in the
   text: no pattern can backtrack catastrophically. Patterns are bounded to `MAX_PATTERN_CHARS`.
 
@@ -81,7 +85,7 @@ class Duration:
 
     @classmethod
     def from_seconds(cls, seconds: int | float | Fraction) -> "Duration":
-        return cls(int(Fraction(seconds) * NANOS_PER_SECOND))
+        return cls(round(Fraction(seconds) * NANOS_PER_SECOND))
 
     @property
     def seconds(self) -> float:
@@ -113,6 +117,8 @@ _EQUAL_AS_PYTHON = frozenset({int, float, Uint, str, bytes, bool, type(None), Du
 _ORDERED_AS_PYTHON = frozenset({int, float, Uint, str, bytes, bool, Duration})
 _ORDERINGS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 _LOGICAL = frozenset({"&&", "||"})
+_BASE_CONVERSIONS: tuple[tuple[type, Callable[[object], object]], ...] = (
+    (int, int), (float, float), (str, str.__str__), (bytes, bytes))  # `str()` of a str enum is its name
 
 
 def compile_expr(expr: Expr) -> Evaluator:
@@ -164,9 +170,9 @@ def _plain(value: object) -> object:
     """`value` as its exact base type (an `IntEnum` as `int`, a `StrEnum` as `str`…)."""
     if type(value) in _EQUAL_AS_PYTHON or isinstance(value, bool):
         return value
-    for base in (int, float, str, bytes):
+    for base, convert in _BASE_CONVERSIONS:
         if isinstance(value, base):
-            return base(value)  # type: ignore[call-overload]
+            return convert(value)
     return value
 
 
@@ -294,6 +300,7 @@ def _select(base: object, field: str) -> object:
 
 def _index(container: object, key: object) -> object:
     if _is_list(container):
+        key = _plain(key)
         if type(key) is int or type(key) is Uint:
             if 0 <= key < len(container):  # type: ignore[arg-type,operator]
                 return container[key]  # type: ignore[index]
@@ -513,9 +520,7 @@ def _whole_from_double(value: float, low: int, high: int, what: str) -> int:
 
 def _to_int(value: object) -> int:
     value = _plain(value)
-    if type(value) is int:
-        return value  # type: ignore[return-value]
-    if type(value) is Uint:
+    if type(value) is int or type(value) is Uint:
         return _int_result(int(value))  # type: ignore[arg-type]
     if type(value) is float:
         return _whole_from_double(value, INT_MIN, INT_MAX, "int")  # type: ignore[arg-type]
@@ -728,7 +733,10 @@ def _compile_call(expr: Call) -> _Closure:
     if expr.target is None and name == "has":
         return _compile_has(expr)
     if expr.target is None and arity == 1 and name in _FUNCTIONS_OF_ONE:
-        function, argument = _FUNCTIONS_OF_ONE[name], _compile(expr.args[0])
+        function = _FUNCTIONS_OF_ONE[name]
+        if isinstance(expr.args[0], Literal):  # `duration("1h")`: computed once, here
+            return _compile_constant_call(function, expr.args[0])
+        argument = _compile(expr.args[0])
         return lambda activation: function(argument(activation))
     if expr.target is not None and arity == 0 and name == "size":
         target = _compile(expr.target)
@@ -745,6 +753,17 @@ def _compile_call(expr: Call) -> _Closure:
     if name in _FUNCTIONS_OF_ONE or name in _METHODS_OF_ONE or name == "has":
         return _failing(f"no overload of `{name}` takes these arguments")
     return _failing(f"unknown function `{name}`")
+
+
+def _compile_constant_call(function: Callable[[object], object], literal: Literal) -> _Closure:
+    value = _literal_value(literal)
+    if isinstance(value, _Failure):
+        return _failing(value.message)
+    try:
+        result = function(value)
+    except _Failure as failure:
+        return _failing(failure.message)
+    return lambda activation: result
 
 
 def _compile_literal_match(target: _Closure, pattern: str) -> _Closure:
@@ -803,9 +822,9 @@ def _compile_binary(expr: Binary) -> _Closure:
         return _compile_equality(expr)
     if expr.op in _ORDERINGS:
         return _compile_ordering(expr)
-    left, right = _compile(expr.left), _compile(expr.right)
     if expr.op == "in":
-        return _compile_in(expr, left, right)
+        return _compile_in(expr)
+    left, right = _compile(expr.left), _compile(expr.right)
     arithmetic = _ARITHMETIC[expr.op]
     return lambda activation: arithmetic(left(activation), right(activation))
 
@@ -850,10 +869,12 @@ def _compile_equality(expr: Binary) -> _Closure:
     literal, other = (expr.right, expr.left) if isinstance(expr.right, Literal) else (expr.left, expr.right)
     if isinstance(literal, Literal) and literal.kind in ("string", "bool", "null"):
         operand, value = _compile(other), literal.value
-        if literal.kind == "string":  # a string equals only an equal string
-            if negate:
-                return lambda activation: operand(activation) != value
-            return lambda activation: operand(activation) == value
+        if literal.kind == "string":  # `call.tool == "x"`
+            def equals_string(activation: Activation) -> bool:
+                found = operand(activation)
+                return (found == value if type(found) is str else _equals(found, value)) is not negate
+
+            return equals_string
         if negate:  # bool and null by identity: `1 == true` is false in CEL
             return lambda activation: operand(activation) is not value
         return lambda activation: operand(activation) is value
@@ -885,11 +906,13 @@ def _compile_ordering(expr: Binary) -> _Closure:
     return ordering
 
 
-def _compile_in(expr: Binary, left: _Closure, right: _Closure) -> _Closure:
+def _compile_in(expr: Binary) -> _Closure:
+    left = _compile(expr.left)
     if isinstance(expr.right, ListExpr) and expr.right.items and all(
             isinstance(item, Literal) and item.kind == "string" for item in expr.right.items):
         strings = frozenset(item.value for item in expr.right.items)  # type: ignore[union-attr]
         return lambda activation: _in_strings(left(activation), strings)
+    right = _compile(expr.right)
     return lambda activation: _contains(left(activation), right(activation))
 
 

@@ -15,12 +15,14 @@ of it is caught here, at the boundary).
 cel-python 0.5's known departures from the CEL specification (kept here, as this module reports
 what cel-python does): `1 == 1.0` and `1 < 2.0` are errors while `2.5 > 2` is true; any double
 divided by zero is `+inf`; `[1, 2][-1]` is 2; `string(true)` is "True"; `true && 1` is 1;
-durations keep microseconds only.
+durations keep microseconds only. One departure is corrected, as it is a plain bug: cel-python's
+`contains` fails on a string built by `+`, so `contains` is supplied here.
 """
 
 from __future__ import annotations
 
 import datetime
+import sys
 from functools import lru_cache
 from typing import Mapping
 
@@ -34,11 +36,21 @@ from plangate.cel.evaluate import NANOS_PER_SECOND, CelError, Duration, Uint
 @lru_cache(maxsize=1024)
 def _program(text: str) -> object:
     """The cel-python program for `text`, or a `CelError` when cel-python cannot compile it."""
+    recursion_limit = sys.getrecursionlimit()
     try:
-        environment = celpy.Environment()
-        return environment.program(environment.compile(text))
+        environment = celpy.Environment()  # raises the process's recursion limit: restored below
+        return environment.program(environment.compile(text), functions={"contains": _contains})
     except Exception as error:  # cel-python's own failures: reported as values
         return CelError(f"cel-python cannot compile the expression: {error}")
+    finally:
+        sys.setrecursionlimit(recursion_limit)
+
+
+def _contains(text: object, fragment: object) -> object:
+    """`contains`, which cel-python 0.5 lacks on strings that `+` built (they are plain `str`)."""
+    if isinstance(text, str) and isinstance(fragment, str):
+        return celtypes.BoolType(fragment in text)
+    return celpy.CELEvalError("no such overload", TypeError, (text, fragment))
 
 
 def evaluate_reference(expression: Expr | str, activation: Mapping[str, object]) -> object:

@@ -239,7 +239,7 @@ class _Checker:
         if isinstance(operand, MapType):
             if operand.key in (STRING, DYN):
                 return operand.value
-            return self.error(expr.span, f"cannot select `{field}` from a `{operand}`: its keys are not strings",
+            return self.error(expr.span, f"cannot select `{field}` from {_a(operand)}: its keys are not strings",
                               help="index the map instead: `m[key]`")
         return self.error(expr.span, f"cannot select `{field}` from a value of type `{operand}`")
 
@@ -256,7 +256,7 @@ class _Checker:
                 return self.error(expr.index.span, f"the keys of this `{container}` are `{container.key}`, not `{key}`")
             return container.value
         if isinstance(container, RecordType):
-            return self.error(expr.span, f"cannot index a `{container}`",
+            return self.error(expr.span, f"cannot index {_a(container)}",
                               help=f"select its fields instead: `{container.name}.field`")
         return self.error(expr.span, f"cannot index a value of type `{container}`")
 
@@ -321,7 +321,7 @@ class _Checker:
     def conversion(self, name: str, argument: CelType, argument_expr: Expr, expr: Call) -> CelType:
         accepted, result = _CONVERSIONS[name]
         if argument != DYN and argument not in accepted:
-            return self.error(expr.span, f"`{name}` cannot convert a `{argument}`",
+            return self.error(expr.span, f"`{name}` cannot convert {_a(argument)}",
                               help="it takes " + ", ".join(f"`{t}`" for t in sorted(accepted, key=str)))
         if name == "duration" and _is_string_literal(argument_expr):
             parsed = parse_duration(argument_expr.value)  # type: ignore[union-attr,arg-type]
@@ -335,7 +335,7 @@ class _Checker:
         if len(args) != 1:
             return self.error(expr.span, f"`{name}` takes 1 argument, not {len(args)}")
         if target not in (STRING, DYN):
-            return self.error(expr.span, f"`{name}` applies to a `string`, not a `{target}`")
+            return self.error(expr.span, f"`{name}` applies to a `string`, not {_a(target)}")
         if argument_types[0] not in (STRING, DYN):
             return self.error(args[0].span, f"the argument of `{name}` must be a `string`, not `{argument_types[0]}`")
         if name == "matches" and _is_string_literal(args[0]):
@@ -353,7 +353,7 @@ class _Checker:
             return self.error(expr.operand.span, f"`!` needs a `bool`, not `{operand}`")
         if operand in (INT, DOUBLE, DURATION, DYN):
             return operand
-        return self.error(expr.span, f"`-` cannot negate a `{operand}`")
+        return self.error(expr.span, f"`-` cannot negate {_a(operand)}")
 
     def binary(self, expr: Binary) -> CelType:
         left, right = self.check(expr.left), self.check(expr.right)
@@ -386,11 +386,11 @@ class _Checker:
             return BOOL
         if isinstance(container, ListType):
             if not comparable(item, container.element):
-                return self.error(expr.span, f"cannot look for a `{item}` in a `{container}`")
+                return self.error(expr.span, f"cannot look for {_a(item)} in {_a(container)}")
             return BOOL
         if isinstance(container, MapType):
             if not comparable(item, container.key):
-                return self.error(expr.span, f"cannot look for a `{item}` among the keys of a `{container}`")
+                return self.error(expr.span, f"cannot look for {_a(item)} among the keys of {_a(container)}")
             return BOOL
         return self.error(expr.right.span, f"`in` needs a list or a map on its right, not `{container}`")
 
@@ -423,11 +423,17 @@ class _Checker:
         for key, _ in expr.entries:
             this_key = self.check(key)
             if this_key not in _MAP_KEYS:
-                self.error(key.span, f"a map key cannot be a `{this_key}`", help="use a string, int, uint or bool")
+                self.error(key.span, f"a map key cannot be {_a(this_key)}", help="use a string, int, uint or bool")
                 this_key = DYN
             key_type = this_key if key_type is None else (join(key_type, this_key) or DYN)
         value_type = self.common(tuple(value for _, value in expr.entries))
         return MapType(key_type or DYN, value_type)
+
+
+def _a(cel_type: CelType) -> str:
+    """The type with its article: "an `int`", "a `string`"."""
+    name = str(cel_type)
+    return f"{'an' if name[0] in 'aeio' else 'a'} `{name}`"
 
 
 def _is_string_literal(expr: Expr) -> bool:

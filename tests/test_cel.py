@@ -1,0 +1,517 @@
+"""CEL: the compiled evaluator, the cel-python reference, the static type checker.
+
+Unit tests of each feature and error, differential tests (compiled evaluator against cel-python on
+random well-typed expressions), and hostile input that must come back as error values.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+import timeit
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cel_strategies import KIND_TYPES, VARIABLE_TYPES, activations, typed_expressions
+from plangate.cel.ast import Binary, Call, Ident, Literal, Select, to_source
+from plangate.cel.evaluate import (INT_MIN, MAX_PATTERN_CHARS, MAX_SIZE, CelError, Duration, Uint,
+                                   compile_expr, parse_duration)
+from plangate.cel.reference import evaluate_reference
+from plangate.cel.types import (BOOL, DOUBLE, DURATION, DYN, FUNCTIONS, INT, METHODS, STRING, UINT, ListType,
+                                MapType, RecordType, check_types)
+from plangate.source import SourceFile
+from plangate.syntax import parse_expression
+
+DIFFERENTIAL = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def parse(text: str):
+    expr, diagnostics = parse_expression(SourceFile("<expr>", text))
+    assert expr is not None, [d.message for d in diagnostics]
+    return expr
+
+
+def run(text: str, activation: dict | None = None) -> object:
+    return compile_expr(parse(text))(ACTIVATION if activation is None else activation)
+
+
+ACTIVATION = {
+    "call": {"tool": "payments.refund", "args": {"amount": 900.0, "currency": "EUR"}},
+    "args": {"amount": 900.0, "currency": "EUR", "count": 3, "tags": ["a", "b"], "note": None},
+    "step": {"id": "build", "tool": "ci.build", "risk": 2, "retry": 1, "cost": 2.5,
+             "time": Duration.from_seconds(300)},
+    "plan": {"id": "deploy", "version": 3, "budget": {"time": Duration.from_seconds(5400)}},
+    "read_only": 0, "reversible_write": 1, "external_write": 2, "irreversible": 3,
+    "flags": {True: "yes", "n": 1, 7: "seven"},
+    "items": (1, 2, 3),
+}
+
+
+class Error:
+    """An expected `CelError` whose message contains `fragment`."""
+
+    def __init__(self, fragment: str) -> None:
+        self.fragment = fragment
+
+    def __repr__(self) -> str:
+        return f"Error({self.fragment!r})"
+
+
+def assert_result(result: object, expected: object) -> None:
+    if isinstance(expected, Error):
+        assert isinstance(result, CelError), result
+        assert expected.fragment in result.message, result.message
+    elif isinstance(expected, float) and math.isnan(expected):
+        assert isinstance(result, float) and math.isnan(result)
+    else:
+        assert result == expected and type(result) is type(expected), (result, expected)
+
+
+# ---------------------------------------------------------------------------------- evaluation
+EVALUATION_CASES = [
+    # the rules of the policy language
+    ('call.tool == "payments.refund" && args.amount > 500.0', True),
+    ('call.tool == "db.drop" && args.env == "prod"', False),
+    ("step.risk >= external_write", True),
+    ("step.risk == irreversible", False),
+    ('plan.budget.time > duration("1h")', True),
+    ('step.time <= duration("5m")', True),
+    # literals and variables
+    ("42", 42), ("0x1F", 31), ("7u", Uint(7)), ("2.5", 2.5), ('"a\\"b"', 'a"b'), ("true", True), ("null", None),
+    ("[1, 2]", [1, 2]), ('{"a": 1}', {"a": 1}),
+    ("missing", Error("unknown name `missing`")),
+    ("9223372036854775808", Error("out of the range of `int`")),
+    ("-9223372036854775808", INT_MIN),
+    # int arithmetic: 64 bits, truncating division
+    ("9223372036854775807 + 1", Error("integer overflow")),
+    ("-9223372036854775807 - 2", Error("integer overflow")),
+    ("3037000500 * 3037000500", Error("integer overflow")),
+    ("-(-9223372036854775807 - 1)", Error("integer overflow")),
+    ("(-9223372036854775807 - 1) / -1", Error("integer overflow")),
+    ("7 / 2", 3), ("-7 / 2", -3), ("7 / -2", -3), ("-7 % 2", -1), ("7 % -2", 1),
+    ("1 / 0", Error("division by zero")), ("1 % 0", Error("modulus by zero")),
+    ("2 + 3 * 4 - 1", 13),
+    # uint
+    ("1u - 2u", Error("unsigned integer overflow")), ("18446744073709551615u + 1u", Error("unsigned")),
+    ("7u / 2u", Uint(3)), ("7u % 2u", Uint(1)), ("1u / 0u", Error("division by zero")),
+    ("-1u", Error("no such overload")),
+    # double: IEEE 754
+    ("1.0 / 0.0", math.inf), ("-1.0 / 0.0", -math.inf), ("0.0 / 0.0", math.nan), ("1.5 * 2.0", 3.0),
+    ("1.5 % 1.0", Error("no such overload")), ("1e308 * 10.0", math.inf),
+    # no implicit mixing in arithmetic; numbers compare across kinds
+    ("1 + 1.0", Error("no such overload for `int + double`")), ("1u + 1", Error("no such overload")),
+    ("1 == 1.0", True), ("1u == 1", True), ("1 < 2.5", True), ("2.5 > 2", True), ("3u >= 3.0", True),
+    ("9007199254740993 > 9007199254740992.0", True),
+    # equality across types is false, never an error
+    ('1 == "1"', False), ("1 != true", True), ("null == 0", False), ('[1, "a"] == [1, "a"]', True),
+    ("[1, 2] == [1.0, 2.0]", True), ('{"a": 1} == {"a": 1.0}', True), ('{"a": 1} == {"b": 1}', False),
+    ("[1] == [1, 2]", False), ("true == 1", False), ("0 == false", False),
+    # ordering
+    ('"a" < "b"', True), ('"b" <= "a"', False), ("false < true", True), ('1 < "a"', Error("no such overload")),
+    ("[1] < [2]", Error("no such overload")), ('duration("30s") < duration("1m")', True),
+    # strings and lists
+    ('"ab" + "cd"', "abcd"), ("[1] + [2, 3]", [1, 2, 3]), ("items + [4]", [1, 2, 3, 4]),
+    ('"a" + 1', Error("no such overload for `string + int`")),
+    # logic: errors absorbed by the deciding side, in either order
+    ("false && 1 / 0 == 1", False), ("1 / 0 == 1 && false", False), ("true || 1 / 0 == 1", True),
+    ("1 / 0 == 1 || true", True), ("1 / 0 == 1 || false", Error("division by zero")),
+    ("true && 1 / 0 == 1", Error("division by zero")), ("1 && false", False), ("true && 1", Error("no such overload")),
+    ("1 || 2", Error("no such overload")), ("!true", False), ("!5", Error("no such overload for `!int`")),
+    # ternary
+    ("true ? 1 : 2", 1), ("false ? 1 / 0 : 2", 2), ("1 ? 2 : 3", Error("condition of `?:`")),
+    # in
+    ("2 in [1, 2, 3]", True), ('"c" in args.tags', False), ('"a" in ["a", "b"]', True), ("1 in [\"a\"]", False),
+    ("2.0 in items", True), ('"amount" in args', True), ('"zzz" in args', False), ("1 in 2", Error("no such overload")),
+    ("7.0 in flags", True), ("true in flags", True), ("1 in flags", False),
+    # selection, indexing, has
+    ("args.currency", "EUR"), ("args.missing", Error("no such key `missing`")), ('args["count"]', 3),
+    ('args["missing"]', Error("no such key")), ("args.tags[1]", "b"), ("args.tags[-1]", Error("out of range")),
+    ("args.tags[2]", Error("out of range")), ("args.tags[1u]", "b"), ("args.tags[1.0]", Error("no such overload")),
+    ("flags[true]", "yes"), ("flags[7u]", "seven"), ("flags[7.0]", "seven"), ("flags[1]", Error("no such key")),
+    ("flags[[1]]", Error("unsupported map key type `list`")),
+    ("args.amount.value", Error("cannot select `value` from a value of type `double`")),
+    ('"abc"[0]', Error("cannot index")),
+    ("has(args.note)", True), ("has(args.env)", False), ("has(step.risk)", True),
+    ("has(args.amount.x)", Error("`has` cannot test")), ("has(1)", Error("`has` takes one field selection")),
+    ("call.args.amount", 900.0),
+    # functions
+    ('size("héllo")', 5), ('"abc".size()', 3), ("size(args.tags)", 2), ("size(args)", 5),
+    ("size(1)", Error("no such overload for `size(int)`")),
+    ('"refund".startsWith("ref")', True), ('"refund".endsWith("und")', True), ('"refund".contains("fun")', True),
+    ('"refund".contains(1)', Error("no such overload")), ('"abc".matches("^a.c$")', True),
+    ('"abc".matches("b")', True), ('matches("abc", "^b")', False), ('"a".matches("(")', Error("invalid regular expression")),
+    ('"x".unknown()', Error("unknown function `unknown`")), ("nope(1)", Error("unknown function `nope`")),
+    ("size(1, 2)", Error("no overload of `size`")),
+    # conversions
+    ('int("12")', 12), ('int("-12")', -12), ("int(-1.9)", -1), ("int(7u)", 7), ('int("0x10")', Error("cannot convert")),
+    ('int(" 1")', Error("cannot convert")), ("int(1e19)", Error("out of the range")), ("int(0.0 / 0.0)", Error("cannot convert")),
+    ("int(18446744073709551615u)", Error("integer overflow")), ("int(true)", Error("no such overload")),
+    ("uint(3)", Uint(3)), ("uint(-1)", Error("unsigned integer overflow")), ("uint(1.5)", Uint(1)),
+    ('uint("12")', Uint(12)),
+    ("double(3)", 3.0), ('double("1.5e3")', 1500.0), ('double("1_0")', Error("cannot convert")),
+    ('double("inf")', math.inf),
+    ("string(12)", "12"), ("string(1.5)", "1.5"), ("string(true)", "true"), ("string(3u)", "3"),
+    ('string(duration("1h30m"))', "5400s"), ('string(duration("100ms"))', "0.1s"), ("string(null)", Error("no such overload")),
+    ('bool("true")', True), ('bool("f")', False), ('bool("yes")', Error("cannot convert")),
+    ('bytes("é")', "é".encode()), ('string(bytes("é"))', "é"),
+    # durations
+    ('duration("1h30m") == duration("90m")', True), ('duration("1.5h") == duration("5400s")', True),
+    ('duration("100ms") > duration("0s")', True), ('duration("-30s") < duration("0")', True),
+    ('duration("1h") + duration("1s") == duration("3601s")', True),
+    ('duration("1h") - duration("2h") == -duration("1h")', True),
+    ('duration("x")', Error("invalid duration")), ('duration("1.5")', Error("invalid duration")),
+    ('duration("1h") + 1', Error("no such overload")),
+    # maps
+    ('{"a": 1, "a": 2}', Error("duplicate map key `a`")), ("{1.5: 2}", Error("unsupported map key type `double`")),
+    ("{1: 2}[1]", 2), ("{1: 2}[1u]", 2), ("{true: 1, 1: 2}", Error("duplicate map key")),
+]
+
+
+@pytest.mark.parametrize("text, expected", EVALUATION_CASES, ids=[case[0] for case in EVALUATION_CASES])
+def test_evaluation(text: str, expected: object) -> None:
+    assert_result(run(text), expected)
+
+
+def test_the_same_evaluator_serves_many_activations() -> None:
+    rule = compile_expr(parse('call.tool == "payments.refund" && args.amount > 500.0'))
+    assert rule({"call": {"tool": "payments.refund"}, "args": {"amount": 900.0}}) is True
+    assert rule({"call": {"tool": "payments.refund"}, "args": {"amount": 100}}) is False
+    assert rule({"call": {"tool": "payments.refund"}, "args": {"amount": 501}}) is True
+    assert rule({"call": {"tool": "ci.build"}, "args": {}}) is False  # the false side absorbs the missing key
+    missing = rule({"call": {"tool": "payments.refund"}, "args": {}})
+    assert isinstance(missing, CelError) and missing.message == "no such key `amount`"
+    unknown = rule({})
+    assert isinstance(unknown, CelError) and "unknown name" in unknown.message
+
+
+def test_risk_constants_come_from_the_activation() -> None:
+    rule = compile_expr(parse("step.risk >= external_write"))
+    assert rule({"step": {"risk": 2}, "external_write": 2}) is True
+    assert rule({"step": {"risk": 2}, "external_write": 3}) is False
+
+
+def test_values_of_subclasses_behave_as_their_base_types() -> None:
+    import enum
+
+    class Colour(str, enum.Enum):
+        RED = "red"
+
+    class Level(enum.IntEnum):
+        HIGH = 3
+
+    activation = {"colour": Colour.RED, "level": Level.HIGH}
+    assert run('colour + "!"', activation) == "red!"
+    assert run('colour == "red"', activation) is True
+    assert run("level + 1", activation) == 4
+    assert run("level > 2", activation) is True
+
+
+@pytest.mark.parametrize("text, seconds", [("30s", 30), ("1.5h", 5400), ("1h30m", 5400), ("100ms", 0.1),
+                                           ("-2m", -120), ("1d", 86400), ("0", 0), ("250us", 0.00025),
+                                           ("1ns", 1e-9), (".5s", 0.5)])
+def test_duration_strings(text: str, seconds: float) -> None:
+    parsed = parse_duration(text)
+    assert isinstance(parsed, Duration)
+    assert parsed.seconds == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("text", ["", "1", "h", "1x", "1h 30m", "--1s", "1.2.3s", "9" * 300 + "s",
+                                  "99999999999999h"])
+def test_invalid_duration_strings(text: str) -> None:
+    assert isinstance(parse_duration(text), CelError)
+
+
+def test_duration_conversions() -> None:
+    assert Duration.from_seconds(90) == Duration(90_000_000_000)
+    assert str(Duration.from_seconds(-1.25)) == "-1.25s"
+    assert str(Duration(0)) == "0s"
+    assert Duration.from_seconds(0.3) == Duration(300_000_000)
+
+
+# ----------------------------------------------------------------------------------- hostile
+class Secretive:
+    secret = "do not read"
+
+    def __eq__(self, other: object) -> bool:
+        raise AssertionError("never compared as a Python object")
+
+    __hash__ = object.__hash__
+
+
+HOSTILE_CASES = [
+    ("args.__class__", Error("no such key `__class__`")),
+    ("args.__class__.__init__.__globals__", Error("no such key `__class__`")),
+    ('args["__class__"]', Error("no such key")),
+    ("has(args.__dict__)", False),
+    ('"text".__class__', Error("cannot select `__class__` from a value of type `string`")),
+    ("obj.secret", Error("cannot select `secret`")),
+    ("obj.__class__", Error("cannot select")),
+    ("has(obj.secret)", Error("`has` cannot test")),
+    ("obj == 1", Error("unsupported value of Python type `Secretive`")),
+    ('obj == "x"', Error("unsupported value")),
+    ('"x" != obj', Error("unsupported value")),
+    ("obj in [1]", Error("unsupported value")),
+    ("size(obj)", Error("no such overload")),
+    ('huge + huge', Error("longer than")),
+    ('[huge] + [huge]', [("x" * (MAX_SIZE // 2 + 1))] * 2),
+    ("long_list + long_list", Error("longer than")),
+    ('"a".matches("(a)\\\\1")', Error("invalid regular expression")),
+    ('"a".matches("(?=a)")', Error("invalid regular expression")),
+]
+
+
+@pytest.mark.parametrize("text, expected", HOSTILE_CASES, ids=[case[0] for case in HOSTILE_CASES])
+def test_hostile_input_stays_inside(text: str, expected: object) -> None:
+    activation = {**ACTIVATION, "obj": Secretive(), "huge": "x" * (MAX_SIZE // 2 + 1),
+                  "long_list": [0] * (MAX_SIZE // 2 + 1)}
+    assert_result(run(text, activation), expected)
+
+
+def test_catastrophic_regex_is_linear() -> None:
+    rule = compile_expr(parse('text.matches("(a+)+$") || text.matches(pattern)'))
+    started = time.perf_counter()
+    assert rule({"text": "a" * 100_000 + "!", "pattern": "(x+x+)+y"}) is False
+    assert time.perf_counter() - started < 1.0
+
+
+def test_overlong_pattern_is_refused() -> None:
+    result = run("text.matches(pattern)", {"text": "a", "pattern": "a" * (MAX_PATTERN_CHARS + 1)})
+    assert isinstance(result, CelError) and "longer than" in result.message
+
+
+def test_invalid_unicode_is_an_error_value() -> None:
+    assert isinstance(run('text.matches("a")', {"text": "\ud800"}), CelError)
+    assert isinstance(run('bytes(text)', {"text": "\ud800"}), CelError)
+
+
+def test_deeply_nested_values_give_an_error_value() -> None:
+    nested: list = []
+    for _ in range(sys.getrecursionlimit() * 2):
+        nested = [nested]
+    result = run("a == b", {"a": nested, "b": nested})
+    assert isinstance(result, CelError) and "nested too deeply" in result.message
+
+
+def test_deep_trees_compile_to_an_error_value() -> None:
+    expr = Literal(1, "int")
+    for _ in range(sys.getrecursionlimit() * 2):
+        expr = Binary("+", expr, Literal(1, "int"))
+    assert isinstance(compile_expr(expr)({}), CelError)
+
+
+_TOKENS = ["args", "call", "step", ".", "amount", "tool", "__class__", "(", ")", "[", "]", "{", "}", ":", ",",
+           "1", "0", "-1", "2.5", "0.0", "7u", '"a"', '""', "true", "false", "null", "==", "!=", "<", ">=",
+           "+", "-", "*", "/", "%", "&&", "||", "!", "?", "in", "size", "has", "int", "uint", "double", "string",
+           "bool", "bytes", "duration", '"1h"', "matches", '"(a+)+"', "startsWith", "x", "9223372036854775807"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_TOKENS), min_size=1, max_size=14))
+def test_nothing_raises_on_arbitrary_expressions(tokens: list[str]) -> None:
+    expr, _ = parse_expression(SourceFile("<fuzz>", " ".join(tokens)))
+    if expr is None:
+        return
+    check_types(expr, CHECK_ENV)
+    compile_expr(expr)(ACTIVATION)
+    evaluate_reference(expr, ACTIVATION)
+
+
+# ------------------------------------------------------------------------------ differential
+def same_result(ours: object, reference: object) -> bool:
+    if isinstance(ours, CelError) or isinstance(reference, CelError):
+        return isinstance(ours, CelError) and isinstance(reference, CelError)
+    if type(ours) is not type(reference):
+        return False
+    if isinstance(ours, float) and math.isnan(ours):
+        return math.isnan(reference)  # type: ignore[arg-type]
+    return ours == reference
+
+
+@DIFFERENTIAL
+@given(typed_expressions(), activations())
+def test_compiled_evaluator_agrees_with_cel_python(typed: tuple, activation: dict) -> None:
+    kind, expr = typed
+    ours = compile_expr(expr)(activation)
+    reference = evaluate_reference(expr, activation)
+    assert same_result(ours, reference), (to_source(expr), activation, ours, reference)
+
+
+@DIFFERENTIAL
+@given(typed_expressions())
+def test_generated_expressions_type_check(typed: tuple) -> None:
+    kind, expr = typed
+    assert check_types(expr, VARIABLE_TYPES) == (KIND_TYPES[kind], [])
+
+
+@DIFFERENTIAL
+@given(typed_expressions(), activations())
+def test_printed_and_reparsed_expressions_evaluate_the_same(typed: tuple, activation: dict) -> None:
+    _, expr = typed
+    reparsed = parse(to_source(expr))
+    assert same_result(compile_expr(reparsed)(activation), compile_expr(expr)(activation)), to_source(expr)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ('call.tool == "payments.refund" && args.amount > 500.0', True),
+    ("step.risk >= external_write", True),
+    ('plan.budget.time > duration("1h")', True),
+    ("1 / 0", Error("divide by zero")),
+    ('"a" < ', Error("cannot compile")),
+])
+def test_reference_evaluator(text: str, expected: object) -> None:
+    assert_result(evaluate_reference(text, ACTIVATION), expected)
+
+
+def test_reference_converts_values_both_ways() -> None:
+    assert evaluate_reference("x", {"x": Uint(3)}) == Uint(3)
+    assert evaluate_reference("[x, y]", {"x": b"a", "y": None}) == [b"a", None]
+    assert evaluate_reference("m", {"m": {"a": [1.5]}}) == {"a": [1.5]}
+    assert evaluate_reference("d", {"d": Duration.from_seconds(90)}) == Duration.from_seconds(90)
+    assert isinstance(evaluate_reference("x", {"x": object()}), CelError)
+
+
+def test_compiled_evaluator_is_fast() -> None:
+    text = 'call.tool == "payments.refund" && args.amount > 500.0'
+    ours = compile_expr(parse(text))
+    ours_seconds = min(timeit.repeat(lambda: ours(ACTIVATION), number=2000, repeat=3)) / 2000
+    reference_seconds = min(timeit.repeat(lambda: evaluate_reference(text, ACTIVATION), number=20, repeat=3)) / 20
+    assert ours_seconds * 10 < reference_seconds
+
+
+# -------------------------------------------------------------------------------- type checks
+STEP = RecordType.of("step", {"id": STRING, "tool": STRING, "risk": INT, "retry": INT, "cost": DOUBLE,
+                              "time": DURATION})
+CALL = RecordType.of("call", {"tool": STRING, "args": MapType(STRING, DYN)})
+PLAN = RecordType.of("plan", {"id": STRING, "version": INT,
+                              "budget": RecordType.of("budget", {"cost": DOUBLE, "time": DURATION, "calls": INT})})
+CHECK_ENV = {"step": STEP, "call": CALL, "args": MapType(STRING, DYN), "plan": PLAN,
+             "read_only": INT, "reversible_write": INT, "external_write": INT, "irreversible": INT,
+             "build": RecordType.of("build", {"result": DYN}), "names": ListType(STRING), "count": UINT}
+
+WELL_TYPED = [
+    ('call.tool == "payments.refund" && args.amount > 500.0', BOOL),
+    ('call.tool == "db.drop" && args.env == "prod"', BOOL),
+    ("step.risk >= external_write", BOOL),
+    ('plan.budget.time > duration("1h")', BOOL),
+    ('build.result.status == "ok"', BOOL),
+    ('"preview-" + build.result.artifact', STRING),
+    ("build.result.count + 1", INT),
+    ("step.cost * 2.0", DOUBLE),
+    ("step.retry > 1.5", BOOL),
+    ("step.risk == 2.0", BOOL),
+    ("count < 3", BOOL),
+    ("size(names) + names.size()", INT),
+    ('names[0].startsWith("a")', BOOL),
+    ('"a" in names', BOOL),
+    ('"x" in args', BOOL),
+    ("has(args.note) && args.note != null", BOOL),
+    ("has(step.risk)", BOOL),
+    ("step.time + duration(\"1m\") < duration(\"2h\")", BOOL),
+    ("-step.time", DURATION),
+    ("true ? step.id : build.result", DYN),
+    ("true ? names : null", ListType(STRING)),
+    ('[1, "a"]', ListType(DYN)),
+    ("[1, 2]", ListType(INT)),
+    ("[]", ListType(DYN)),
+    ('{"a": 1}', MapType(STRING, INT)),
+    ("int(step.cost) + int(\"3\")", INT),
+    ("string(step.risk) + string(step.time)", STRING),
+    ('matches(step.tool, "^ci\\\\.")', BOOL),
+    ("args.tags[0]", DYN),
+    ("[1, 2][0]", INT),
+    ('{"a": 1}["a"]', INT),
+]
+
+
+@pytest.mark.parametrize("text, expected", WELL_TYPED, ids=[case[0] for case in WELL_TYPED])
+def test_well_typed_expressions(text: str, expected: object) -> None:
+    cel_type, diagnostics = check_types(parse(text), CHECK_ENV)
+    assert [d.message for d in diagnostics] == []
+    assert cel_type == expected
+
+
+ILL_TYPED = [
+    # (text, diagnostic name, message fragment, the text the span covers, help fragment)
+    ('"a" + 1', "cel-type-error", "`+` cannot combine `string` and `int`", '"a" + 1', "string(…)"),
+    ('names.size() > "3"', "cel-type-error", "cannot compare `int` with `string`", 'names.size() > "3"', None),
+    ("!5", "cel-type-error", "`!` needs a `bool`, not `int`", "5", None),
+    ('step.id == 1', "cel-type-error", "cannot compare `string` with `int`", "step.id == 1", None),
+    ('step.id < 1', "cel-type-error", "cannot compare `string` with `int`", "step.id < 1", None),
+    ("step.risk && true", "cel-type-error", "`&&` needs `bool` operands, not `int`", "step.risk", None),
+    ("true || step.id", "cel-type-error", "`||` needs `bool` operands, not `string`", "step.id", None),
+    ("step.rsik > 1", "cel-type-error", "`step` has no field `rsik`", "step.rsik", "did you mean `risk`?"),
+    ("has(step.rsik)", "cel-type-error", "`step` has no field `rsik`", "step.rsik", "did you mean `risk`?"),
+    ("plan.budget.tme", "cel-type-error", "`budget` has no field `tme`", "plan.budget.tme", "did you mean `time`?"),
+    ("stpe.risk", "unknown-name", "unknown name `stpe`", "stpe", "did you mean `step`?"),
+    ("zzz", "unknown-name", "unknown name `zzz`", "zzz", "the names here are"),
+    ("sise(names)", "unknown-name", "unknown function `sise`", "sise(names)", "did you mean `size`?"),
+    ('names.startWith("a")', "unknown-name", "unknown function `startWith`", 'names.startWith("a")',
+     "did you mean `startsWith`?"),
+    ('startsWith("a", "b")', "cel-type-error", "`startsWith` is a method", 'startsWith("a", "b")', None),
+    ("step.risk.int()", "cel-type-error", "`int` is a function, not a method", "step.risk.int()", None),
+    ("size(1)", "cel-type-error", "`size` takes a string, bytes, list or map, not `int`", "size(1)", None),
+    ("size(1, 2)", "cel-type-error", "`size` takes 1 argument, not 2", "size(1, 2)", None),
+    ("has(step)", "cel-type-error", "`has` takes one field selection", "has(step)", None),
+    ("step.risk.x", "cel-type-error", "cannot select `x` from a value of type `int`", "step.risk.x", None),
+    ("names.first", "cel-type-error", "cannot select `first` from a value of type `list(string)`", "names.first", None),
+    ('names["a"]', "cel-type-error", "a list index must be an `int`, not `string`", '"a"', None),
+    ("step[0]", "cel-type-error", "cannot index a `step`", "step[0]", None),
+    ("1 in step.id", "cel-type-error", "`in` needs a list or a map on its right, not `string`", "step.id", None),
+    ("1 in names", "cel-type-error", "cannot look for an `int` in a `list(string)`", "1 in names", None),
+    ('-"a"', "cel-type-error", "`-` cannot negate a `string`", '-"a"', None),
+    ("-count", "cel-type-error", "`-` cannot negate a `uint`", "-count", None),
+    ("1 + 1.0", "cel-type-error", "`+` cannot combine `int` and `double`", "1 + 1.0", "double(…)"),
+    ("count + 1", "cel-type-error", "`+` cannot combine `uint` and `int`", "count + 1", None),
+    ("5 % 2.0", "cel-type-error", "`%` cannot combine `int` and `double`", "5 % 2.0", None),
+    ("1 ? 2 : 3", "cel-type-error", "the condition of `?:` must be a `bool`, not `int`", "1", None),
+    ('true ? 1 : "a"', "cel-type-error", "different types, `int` and `string`", 'true ? 1 : "a"', None),
+    ('duration("1x")', "cel-type-error", "invalid duration `1x`", '"1x"', "1h30m"),
+    ("duration(5)", "cel-type-error", "`duration` cannot convert an `int`", "duration(5)", None),
+    ('step.tool.matches("(")', "cel-type-error", "invalid regular expression `(`", '"("', "RE2"),
+    ("step.risk.startsWith(\"a\")", "cel-type-error", "`startsWith` applies to a `string`, not an `int`",
+     'step.risk.startsWith("a")', None),
+    ("step.tool.contains(1)", "cel-type-error", "the argument of `contains` must be a `string`", "1", None),
+    ("9223372036854775808", "cel-type-error", "out of the range of `int`", "9223372036854775808", None),
+    ("{1.5: 2}", "cel-type-error", "a map key cannot be a `double`", "1.5", None),
+    ("null == 1", "cel-type-error", "cannot compare `null` with `int`", "null == 1", None),
+    ("[1] < [2]", "cel-type-error", "`<` cannot order values of type `list(int)`", "[1] < [2]", None),
+]
+
+
+@pytest.mark.parametrize("text, name, message, covered, help_text", ILL_TYPED, ids=[case[0] for case in ILL_TYPED])
+def test_ill_typed_expressions(text: str, name: str, message: str, covered: str, help_text: str | None) -> None:
+    _, diagnostics = check_types(parse(text), CHECK_ENV)
+    assert len(diagnostics) == 1, [d.message for d in diagnostics]
+    (found,) = diagnostics
+    assert found.name == name
+    assert message in found.message
+    assert text[found.span.start:found.span.end] == covered
+    if help_text is not None:
+        assert found.help is not None and help_text in found.help
+
+
+def test_one_mistake_is_reported_once() -> None:
+    cel_type, diagnostics = check_types(parse('("a" + 1) * 2 > 3 && stpe.risk + 1 > 0'), CHECK_ENV)
+    assert cel_type == BOOL
+    assert [d.name for d in diagnostics] == ["cel-type-error", "unknown-name"]
+
+
+def test_checker_and_evaluator_know_the_same_functions() -> None:
+    for name in FUNCTIONS:
+        arity = 2 if name == "matches" else 1
+        args = tuple(Literal("a", "string") for _ in range(arity))
+        call = Call(name, None, (Select(Ident("x"), "y"),) if name == "has" else args)
+        result = compile_expr(call)({"x": {"y": 1}})
+        assert not (isinstance(result, CelError) and "unknown function" in result.message), name
+    for name in METHODS:
+        call = Call(name, Literal("abc", "string"), () if name == "size" else (Literal("a", "string"),))
+        assert not isinstance(compile_expr(call)({}), CelError), name
+
+
+def test_type_names_print_as_cel_writes_them() -> None:
+    assert str(MapType(STRING, ListType(INT))) == "map(string, list(int))"
+    assert str(STEP) == "step"
+    assert STEP.field_type("risk") == INT and STEP.field_type("nope") is None
