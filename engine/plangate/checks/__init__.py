@@ -15,8 +15,10 @@ from plangate.checks import (
     catalogue,
     currency,
     dependency_cycle,
+    expressions,
     duplicate_step,
     open_decision,
+    policy_expressions,
     policy_structure,
     requirements,
     result_scope,
@@ -42,6 +44,7 @@ PLAN_CHECKS: tuple[Check, ...] = (
     Check("unknown-step", unknown_step),
     Check("dependency-cycle", dependency_cycle),
     Check("result-scope", result_scope),
+    Check("expressions", expressions),
     Check("currency", currency),
     Check("open-decision", open_decision),
     Check("unreachable", unreachable, needs_dag=True),
@@ -53,4 +56,5 @@ PLAN_CHECKS: tuple[Check, ...] = (
 
 POLICY_CHECKS: tuple[Check, ...] = (
     Check("policy-structure", policy_structure),
+    Check("policy-expressions", policy_expressions),
 )
