@@ -35,6 +35,7 @@ process kills itself with SIGKILL at that boundary: `before_intent`, `after_inte
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import signal
@@ -47,6 +48,7 @@ from typing import Any, Callable
 
 from plangate.cel import ast as cel
 from plangate.cel.evaluate import CelError, compile_expr
+from plangate.driver import check_sources  # before plangate.policy.facts: it loads the checks first
 from plangate.ir.nodes import Plan, Risk, Step
 from plangate.policy.compiled import CompiledPolicy
 from plangate.policy.decide import evaluator_for
@@ -55,6 +57,7 @@ from plangate.runtime.canonical import canonical_json, content_hash
 from plangate.runtime.canonical_plan import plan_hash
 from plangate.runtime.journal import Journal, Record
 from plangate.runtime.tools import Outcome, ToolRegistry, bind, invoke, invoke_reconcile
+from plangate.source import SourceFile
 
 FINISHED = frozenset({"succeeded", "skipped", "failed", "blocked", "cancelled", "compensated"})
 GOOD = frozenset({"succeeded", "skipped"})
@@ -548,9 +551,12 @@ class Runtime:
 
 
 def _load(plan_text: str, plan_file: str, policy_texts: list[tuple[str, str]]) -> tuple[Plan, CompiledPolicy]:
-    from plangate.driver import check_sources
-    from plangate.source import SourceFile
+    return _load_checked(plan_text, plan_file, tuple(tuple(item) for item in policy_texts))
 
+
+@functools.lru_cache(maxsize=32)
+def _load_checked(plan_text: str, plan_file: str, policy_texts: tuple[tuple[str, str], ...]) -> tuple[Plan, CompiledPolicy]:
+    """Parse and check once per text: every pass re-reads a run, and the texts it recorded never change."""
     result = check_sources([SourceFile(plan_file, plan_text)],
                            [SourceFile(name, text) for name, text in policy_texts], {"quiet_no_policy": True})
     errors = [d for d in result.diagnostics if d.severity.value == "error"]

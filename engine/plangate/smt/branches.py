@@ -1,0 +1,411 @@
+"""Which steps can run together, and the exact worst case over the plan's conditions.
+
+Model. A step with `when` is *guarded* by its condition. A step that references the result of a
+skipped step is skipped too (an `after` alone only orders: a skipped step counts as done), so a
+step runs exactly when every guard of its *guard set* fires: its own `when` and, transitively,
+those of every step whose result it references. Every budget figure grows with the set of running
+steps (cost, calls and work are sums of non-negative weights, a longest path only lengthens), so a
+worst case needs only *maximal* sets of guards that can fire together.
+
+Classification (no solver). Each `when` is encoded (`encode.Encoder`) over an activation in which
+every step's result is an `Unknown`. It folds to always or never; or it is outside the subset
+("run time": taken to possibly fire — sound for upper bounds, and said in every witness that uses
+it); or it is symbolic. Symbolic guards are *correlated* when they read a common run-time value:
+a field path (a result's root only when the root itself is used as a value — it is always
+present otherwise). Union-find over those paths gives *components*; two components share no
+value, so what one fires never constrains the other. A component whose guards cannot be encoded
+together (one value used with two sorts) is decided at run time as a whole.
+
+Patterns (solver, lazily). For each component the worker finds every maximal set of its guards
+that can fire together, with a model of each (`worker.py`). Components of one shape give one text
+(the encoder names constants by first use) and are solved once; all go in one batch with one time
+bound. A component the batch does not settle stays *unsettled*: upper bounds let all its guards
+fire, lower bounds (witnesses) let none, and a decision between the two is "unknown".
+
+Exact worst cases.
+- Additive figures (cost, calls, work) decompose: steps with no correlated guard add their weight
+  as in the DP of `plangate.budget` (exact for independent conditions); the rest are split into
+  *weight groups* — components joined when one step's guard set spans them — and each group adds
+  its best combination of patterns (enumerated, at most `MAX_COMBINATIONS`).
+- The critical path does not decompose. The longest path with every possibly-running step is an
+  upper bound; if it exceeds the threshold, the best combination along that path alone decides
+  most plans; otherwise the combinations of the components that guard some step on a path longer
+  than the threshold are enumerated over those steps only.
+Every witness is an execution: one pattern per component (unsettled ones fire nothing), the steps
+that run under it, and the values of the pattern models.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Iterator, Mapping, Sequence
+
+from plangate import budget
+from plangate.budget import Loads
+from plangate.cel.ast import Expr
+from plangate.graph import PlanGraph
+from plangate.smt import solve
+from plangate.smt.encode import Encoder, Unknown, Unsupported
+
+MAX_COMBINATIONS = 4096
+
+
+class StepResults(Mapping[str, object]):
+    """The activation of a plan's conditions: every step's result, known only at run time."""
+
+    def __init__(self, steps: Mapping[str, object]) -> None:
+        self.steps = steps
+
+    def __getitem__(self, name: str) -> object:
+        if name not in self.steps:
+            raise KeyError(name)
+        return {"result": Unknown(f"{name}.result")}
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.steps
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.steps)
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+
+@dataclass
+class Guard:
+    step: str
+    condition: Expr
+    kind: str  # "symbolic" | "runtime"
+    reason: str | None = None  # for "runtime": what is outside the subset
+    paths: tuple[str, ...] = ()  # the run-time values it reads (for links and explanations)
+    component: int = -1
+
+
+@dataclass
+class Component:
+    guards: list[str]
+    encoder: Encoder
+    group: solve.PatternGroup
+    patterns: tuple[frozenset[str], ...] | None = None  # maximal firing sets; None while unsettled
+    witnesses: tuple[dict[str, object], ...] = ()  # path → value, one per pattern
+    reason: str | None = None  # why it is unsettled
+
+
+@dataclass(frozen=True)
+class Worst:
+    """A figure's worst case: no execution exceeds `upper`; the witness execution reaches `lower`.
+
+    `runs`, `choice` and `lower` are given only when `upper` exceeds the threshold asked about.
+    """
+
+    upper: int
+    lower: int = 0
+    runs: tuple[bool, ...] | None = None
+    choice: Mapping[int, int] = field(default_factory=dict)  # component → pattern index
+    path: tuple[int, ...] = ()  # the witness's longest path (critical path only)
+    reason: str | None = None  # why `lower` may fall short of `upper`
+
+
+class Branches:
+    def __init__(self, graph: PlanGraph, loads: Loads, time_bound: float) -> None:
+        self.loads = loads
+        self.time_bound = time_bound
+        self.position = {step: index for index, step in enumerate(loads.steps)}
+        self.guards: dict[str, Guard] = {}
+        self.never: dict[str, str] = {}  # step → the guard that rules it out
+        self.components: list[Component] = []
+        activation = StepResults(graph.steps)
+        for step_id in loads.steps:
+            condition = graph.steps[step_id].when
+            if condition is not None:
+                self._classify(step_id, condition, activation)
+        self._group(activation)
+        self.guard_sets = self._guard_sets(graph)
+        self.requirements = self._requirements()
+        self.static_runs = [step not in self.never for step in loads.steps]
+        self._solved = False
+
+    # -- classification ---------------------------------------------------------------------
+
+    def _classify(self, step_id: str, condition: Expr, activation: Mapping[str, object]) -> None:
+        encoder = Encoder(activation)
+        try:
+            fires = encoder.fires(condition)
+            encoder.values()  # every value's sort must be settled
+        except Unsupported as error:
+            self.guards[step_id] = Guard(step_id, condition, "runtime", error.reason)
+            return
+        except RecursionError:
+            self.guards[step_id] = Guard(step_id, condition, "runtime", "the condition is nested too deeply")
+            return
+        if fires == "false":
+            self.never[step_id] = step_id
+        elif fires != "true":
+            paths = tuple(variable.path for variable in encoder.variables.values()
+                          if variable.parent is not None or variable.used)
+            self.guards[step_id] = Guard(step_id, condition, "symbolic", paths=paths)
+
+    def _group(self, activation: Mapping[str, object]) -> None:
+        parent: dict[str, str] = {}
+
+        def find(item: str) -> str:
+            while parent.setdefault(item, item) != item:
+                parent[item] = parent[parent[item]]
+                item = parent[item]
+            return item
+
+        symbolic = [guard for guard in self.guards.values() if guard.kind == "symbolic"]
+        for guard in symbolic:
+            for path in guard.paths:
+                parent[find(path)] = find("guard:" + guard.step)
+        members: dict[str, list[Guard]] = {}
+        for guard in symbolic:
+            members.setdefault(find("guard:" + guard.step), []).append(guard)
+        for guards in members.values():
+            encoder = Encoder(activation)
+            try:
+                fires = [encoder.fires(guard.condition) for guard in guards]
+                lines = encoder.declarations()
+                values = encoder.values()
+            except Unsupported as error:
+                for guard in guards:
+                    guard.kind, guard.reason = "runtime", error.reason
+                continue
+            names = tuple(f"f{position}" for position in range(len(guards)))
+            lines += [f"(declare-const {name} Bool)\n(assert (= {name} {formula}))" for name, formula in zip(names, fires)]
+            group = solve.PatternGroup("\n".join(lines), names, values)
+            for guard in guards:
+                guard.component = len(self.components)
+            self.components.append(Component([guard.step for guard in guards], encoder, group))
+
+    def _guard_sets(self, graph: PlanGraph) -> list[frozenset[str]]:
+        """Per step (topological position): the guards that must fire for it to run."""
+        empty: frozenset[str] = frozenset()
+        sets: list[frozenset[str]] = []
+        for step_id in self.loads.steps:
+            own = {step_id} if step_id in self.guards else set()
+            inherited = [sets[self.position[p]] for p in graph.predecessors(step_id)
+                         if graph.edges[(p, step_id)].kind == "reference"]
+            blocked = next((p for p in graph.predecessors(step_id) if p in self.never
+                            and graph.edges[(p, step_id)].kind == "reference"), None)
+            if blocked is not None and step_id not in self.never:
+                self.never[step_id] = self.never[blocked]
+            sets.append(empty.union(own, *inherited) if own or any(inherited) else empty)
+        return sets
+
+    def _requirements(self) -> dict[int, tuple[tuple[int, frozenset[str]], ...]]:
+        """Per step with correlated guards: for each component, the guards it needs to fire."""
+        needs: dict[int, tuple[tuple[int, frozenset[str]], ...]] = {}
+        for index, guard_set in enumerate(self.guard_sets):
+            by_component: dict[int, set[str]] = {}
+            for guard_id in guard_set:
+                guard = self.guards[guard_id]
+                if guard.kind == "symbolic":
+                    by_component.setdefault(guard.component, set()).add(guard_id)
+            if by_component:
+                needs[index] = tuple((component, frozenset(ids)) for component, ids in sorted(by_component.items()))
+        return needs
+
+    # -- facts for explanations -------------------------------------------------------------
+
+    def runtime_guards(self) -> list[Guard]:
+        return [guard for guard in self.guards.values() if guard.kind == "runtime"]
+
+    def assumed(self, runs: Sequence[bool]) -> list[str]:
+        """The running steps whose guard sets hold a condition decided at run time."""
+        return [self.loads.steps[index] for index, guard_set in enumerate(self.guard_sets) if runs[index]
+                and any(self.guards[guard_id].kind == "runtime" for guard_id in guard_set)]
+
+    def witness_values(self, choice: Mapping[int, int]) -> dict[str, object]:
+        values: dict[str, object] = {}
+        for component, pattern in sorted(choice.items()):
+            values.update(self.components[component].witnesses[pattern])
+        return values
+
+    # -- solving ----------------------------------------------------------------------------
+
+    def solve(self) -> None:
+        """Find the patterns of every component (once; one batch; shapes solved once)."""
+        if self._solved:
+            return
+        self._solved = True
+        shapes: dict[str, int] = {}
+        for component in self.components:
+            shapes.setdefault(component.group.smt, len(shapes))
+        if shapes:
+            solve.prepare()
+        unique = {index: next(c.group for c in self.components if c.group.smt == text) for text, index in shapes.items()}
+        answers = solve.maximal_patterns([unique[index] for index in range(len(unique))], self.time_bound)
+        for component in self.components:
+            answer = answers[shapes[component.group.smt]]
+            if answer.status != "ok":
+                component.reason = answer.reason
+                continue
+            component.patterns = tuple(frozenset(component.guards[i] for i in found.fires) for found in answer.patterns)
+            component.witnesses = tuple(component.encoder.decode(found.model) for found in answer.patterns)
+
+    def runs_under(self, choice: Mapping[int, int], optimistic: bool) -> list[bool]:
+        """The execution in which each settled component fires the pattern `choice` gives it
+        (every settled component has one); unsettled ones fire every guard (`optimistic`) or none."""
+        runs = list(self.static_runs)
+        for index, needs in self.requirements.items():
+            if runs[index]:
+                runs[index] = all(self._fires(component, guards, choice, optimistic) for component, guards in needs)
+        return runs
+
+    def _fires(self, component: int, guards: frozenset[str], choice: Mapping[int, int], optimistic: bool) -> bool:
+        patterns = self.components[component].patterns
+        return optimistic if patterns is None else guards <= patterns[choice[component]]
+
+    def possible_runs(self) -> list[bool]:
+        """Every step that runs in some execution, as far as is known (an over-approximation)."""
+        runs = list(self.static_runs)
+        for index, needs in self.requirements.items():
+            if runs[index]:
+                runs[index] = all(self._possible(component, guards) for component, guards in needs)
+        return runs
+
+    def _possible(self, component: int, guards: frozenset[str]) -> bool:
+        patterns = self.components[component].patterns
+        return patterns is None or any(guards <= pattern for pattern in patterns)
+
+    def default_choice(self) -> dict[int, int]:
+        """The first pattern of every settled component (a solved component has at least one)."""
+        return {index: 0 for index, component in enumerate(self.components) if component.patterns is not None}
+
+    # -- additive figures -------------------------------------------------------------------
+
+    def maximum(self, weights: Sequence[int], threshold: int | None) -> Worst:
+        """The worst case of Σ weight over running steps; exact unless a component is unsettled."""
+        upper = sum(weight for weight, running in zip(weights, self.possible_runs()) if running)
+        if threshold is not None and upper <= threshold:
+            return Worst(upper)
+        self.solve()
+        runs = self.possible_runs()
+        upper = lower = sum(weight for index, (weight, running) in enumerate(zip(weights, runs))
+                            if running and index not in self.requirements)
+        choice = self.default_choice()
+        reasons: list[str] = []
+        for components, steps in self._weight_groups():
+            best = self._best_combination(components, steps, weights)
+            if isinstance(best, str):
+                reasons.append(best)
+                upper += sum(weights[index] for index in steps if runs[index])
+                lower += self._value(steps, weights, choice)
+            else:
+                choice.update(best[1])
+                upper += best[0]
+                lower += best[0]
+        witness = tuple(self.runs_under(choice, optimistic=False))
+        return Worst(upper, lower, witness, choice, reason="; ".join(dict.fromkeys(reasons)) or None)
+
+    def _value(self, steps: Sequence[int], weights: Sequence[int], choice: Mapping[int, int]) -> int:
+        return sum(weights[index] for index in steps if self.static_runs[index]
+                   and all(self._fires(c, guards, choice, False) for c, guards in self.requirements[index]))
+
+    def _weight_groups(self) -> list[tuple[list[int], list[int]]]:
+        parent = list(range(len(self.components)))
+
+        def find(item: int) -> int:
+            while parent[item] != item:
+                parent[item] = parent[parent[item]]
+                item = parent[item]
+            return item
+
+        for needs in self.requirements.values():
+            for (first, _), (other, _) in zip(needs, needs[1:]):
+                parent[find(other)] = find(first)
+        groups: dict[int, tuple[list[int], list[int]]] = {}
+        for component in range(len(self.components)):
+            groups.setdefault(find(component), ([], []))[0].append(component)
+        for index, needs in self.requirements.items():
+            groups[find(needs[0][0])][1].append(index)
+        return list(groups.values())
+
+    def _best_combination(self, components: list[int], steps: list[int],
+                          weights: Sequence[int]) -> tuple[int, dict[int, int]] | str:
+        """The best pattern per component for Σ weight over `steps`, or why it is not known."""
+        combinations = self._combinations(components)
+        if isinstance(combinations, str):
+            return combinations
+        live = [index for index in steps if self.static_runs[index] and weights[index]]
+        best_value, best_choice = -1, {}
+        for choice in combinations:
+            value = self._value(live, weights, choice)
+            if value > best_value:
+                best_value, best_choice = value, choice
+        return best_value, best_choice
+
+    def _combinations(self, components: list[int]) -> list[dict[int, int]] | str:
+        """Every choice of one pattern per component, or why they are not enumerated."""
+        unsettled = [self.components[c].reason for c in components if self.components[c].patterns is None]
+        if unsettled:
+            return str(unsettled[0])
+        sizes = [len(self.components[c].patterns or ()) for c in components]
+        count = 1
+        for size in sizes:
+            count *= size
+        if count > MAX_COMBINATIONS:
+            return f"{count} combinations of branches are more than the {MAX_COMBINATIONS} the checker tries"
+        return [dict(zip(components, combination))
+                for combination in itertools.product(*(range(size) for size in sizes))]
+
+    # -- the critical path ------------------------------------------------------------------
+
+    def critical(self, threshold: int) -> Worst:
+        """The longest path's worst case, decided against `threshold` (see the module's notes)."""
+        upper, _ = budget.critical_path(self.loads, self.possible_runs())
+        if upper <= threshold:
+            return Worst(upper)
+        self.solve()
+        runs = self.possible_runs()
+        upper, path = budget.critical_path(self.loads, runs)
+        if upper <= threshold:
+            return Worst(upper)
+        along = self._best_along(path, upper)
+        if not isinstance(along, str) and along.lower > threshold:
+            return along
+        return self._enumerate_critical(runs, threshold, upper)
+
+    def _best_along(self, path: tuple[int, ...], upper: int) -> Worst | str:
+        """The execution that makes `path` longest (its critical path may be longer still)."""
+        on_path = [index for index in path if index in self.requirements]
+        components = sorted({c for index in on_path for c, _ in self.requirements[index]})
+        best = self._best_combination(components, on_path, budget.step_times(self.loads, self.static_runs))
+        if isinstance(best, str):
+            return best
+        choice = self.default_choice()
+        choice.update(best[1])
+        return self._witness(choice, upper)
+
+    def _witness(self, choice: dict[int, int], upper: int) -> Worst:
+        runs = self.runs_under(choice, optimistic=False)
+        length, path = budget.critical_path(self.loads, runs)
+        return Worst(upper, length, tuple(runs), choice, path)
+
+    def _enumerate_critical(self, runs: list[bool], threshold: int, upper: int) -> Worst:
+        """Every combination of the branches that guard a step on a path longer than `threshold`."""
+        through = budget.longest_through(self.loads, runs)
+        relevant = [index for index in range(len(self.loads)) if runs[index] and through[index] > threshold]
+        components = sorted({c for index in relevant for c, _ in self.requirements.get(index, ())
+                             if len(self.components[c].patterns or (0, 0)) > 1})
+        combinations = self._combinations(components)
+        if isinstance(combinations, str):
+            return Worst(upper, reason=combinations)
+        keep = {index: position for position, index in enumerate(relevant)}
+        loads = self.loads
+        sub = Loads(tuple(loads.steps[i] for i in relevant), tuple(loads.attempts[i] for i in relevant),
+                    tuple(loads.cost[i] for i in relevant), tuple(loads.seconds[i] for i in relevant),
+                    tuple(tuple(keep[p] for p in loads.predecessors[i] if p in keep) for i in relevant),
+                    tuple(loads.plan_position[i] for i in relevant))
+        longest = 0
+        for combination in combinations:
+            choice = self.default_choice()
+            choice.update(combination)
+            full = self.runs_under(choice, optimistic=False)
+            length, _ = budget.critical_path(sub, [full[i] for i in relevant])
+            if length > threshold:
+                return self._witness(choice, upper)
+            longest = max(longest, length)
+        return Worst(longest)

@@ -1,0 +1,744 @@
+"""CEL → SMT-LIB2 text: a partial evaluator that folds what is known and encodes the rest.
+
+Each CEL node evaluates to one of: a concrete Python value (None, bool, int, float, str, list,
+dict — folded exactly as CEL evaluates it); an `Error` (a CEL evaluation error); a `Variable` (an
+`Unknown` placeholder reached through the activation, or a field selected from one); a `Term`
+(SMT text of one sort); or a `Cond` (a symbolic boolean). Nothing here imports z3: the text goes
+to the solver worker (`plangate.smt.solve`), and only `Encoder.decode` reads its models.
+
+Invariants:
+- Errors are modelled, never ignored. A `Term` carries `defined`, the formula under which it
+  evaluates without error; a `Cond` is the pair (`true`, `false`) of formulas under which it
+  evaluates to true / to false, and neither holds when it errors. `&&` and `||` absorb errors as
+  CEL does (`false && error` is false, `true || error` is true). A condition *fires* exactly when
+  its `true` formula holds, so an error makes it not fire — at run time and here alike.
+- A root `Unknown` (one the caller put in the activation) is present. A field selected from a
+  run-time value may be absent: it gets a presence constant that implies its parent's presence,
+  and its value is defined only when present (`has()` reads that constant).
+- One path, one variable: the same `Unknown` path is one solver constant within one encoder.
+- Sorts come from use (`int`→Int, `double`→Real, `string`→String, `bool`→Bool; a `dyn` takes the
+  sort of what it meets). Sorts are classes in a union-find, so `a == b` between two `dyn` values
+  gives them one sort, fixed by whichever use comes first; one that is never fixed is an Int. A
+  value with fields is a map. Meeting a second sort raises `Unsupported` ("used inconsistently"),
+  as does anything outside the subset (e.g. `matches`, `exists`, `null` against a run-time value):
+  the caller reports "decided at run time", never a silent true or false.
+- The subset: booleans, ints (64-bit: overflow is an error, division truncates as in CEL),
+  doubles (as reals: rounding, infinities and NaN are not modelled; a double divided by zero is
+  an unconstrained real), strings (`==`, ordering, `+`, `size`, `startsWith`, `endsWith`,
+  `contains`; `size` of a run-time value is a string's length), comparisons, `in` over lists and maps whose items are known, `has()`, `?:`, and
+  `duration("1h30m")` (a number of seconds). Mixed int/double arithmetic or comparison is an error,
+  as in the runtime's CEL.
+- Output is deterministic and depends only on the shape of what was encoded: constants are named
+  in order of first use (`x0`, `h0`…), so two conditions of one shape give one text (the budget
+  check caches solver answers by text).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Callable, Mapping
+
+from plangate.cel.ast import (Binary, Call, Conditional, Expr, Ident, Index, ListExpr, Literal, MapExpr, Select,
+                              Unary)
+
+INT_MIN, INT_MAX = -(2 ** 63), 2 ** 63 - 1
+UNKNOWN_SORTS = {"int": "Int", "double": "Real", "string": "String", "bool": "Bool", "dyn": None}
+SORT_NAMES = {"Int": "an int", "Real": "a double", "String": "a string", "Bool": "a bool", "Map": "a map"}
+DURATION_UNITS = {"h": Fraction(3600), "m": Fraction(60), "s": Fraction(1), "ms": Fraction(1, 1000),
+                  "us": Fraction(1, 10 ** 6), "ns": Fraction(1, 10 ** 9)}
+DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(h|ms|us|ns|m|s)")
+MAX_SMT_CHAR = 0x2FFFF  # the largest character Z3's strings hold
+
+
+class Unsupported(Exception):
+    """The expression is outside the subset the checker reasons about; `reason` says why."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Unknown:
+    """A value known only at run time, of a declared type ("int", "double", "string", "bool", "dyn")."""
+
+    path: str
+    type: str = "dyn"
+
+    def __post_init__(self) -> None:
+        if self.type not in UNKNOWN_SORTS:
+            raise ValueError(f"unknown type `{self.type}`: one of {', '.join(UNKNOWN_SORTS)}")
+
+    def field(self, name: str) -> "Unknown":
+        return Unknown(f"{self.path}.{name}", "dyn")
+
+
+@dataclass(frozen=True)
+class Error:
+    reason: str
+
+
+class SortClass:
+    """A union-find node: values that must share one sort, and that sort once known."""
+
+    __slots__ = ("parent", "sort", "paths")
+
+    def __init__(self, sort: str | None = None, path: str | None = None) -> None:
+        self.parent: SortClass = self
+        self.sort = sort
+        self.paths: list[str] = [path] if path else []
+
+    def find(self) -> "SortClass":
+        node = self
+        while node.parent is not node:
+            node.parent = node.parent.parent
+            node = node.parent
+        return node
+
+
+@dataclass(eq=False)
+class Variable:
+    path: str
+    name: str  # the value's constant
+    presence: str  # "true" for a root, else the presence constant
+    sort: SortClass
+    parent: "Variable | None"
+    used: bool = False  # the value's constant appears in some formula
+
+
+@dataclass(frozen=True)
+class Term:
+    text: str
+    sort: SortClass
+    defined: str
+
+
+@dataclass(frozen=True)
+class Cond:
+    true: str
+    false: str
+
+
+TRUE, FALSE = Cond("true", "false"), Cond("false", "true")
+ERROR = Cond("false", "false")
+
+
+def conj(*parts: str) -> str:
+    kept: list[str] = []
+    for part in parts:
+        if part == "false":
+            return "false"
+        if part != "true" and part not in kept:
+            kept.append(part)
+    return "true" if not kept else kept[0] if len(kept) == 1 else f"(and {' '.join(kept)})"
+
+
+def disj(*parts: str) -> str:
+    kept: list[str] = []
+    for part in parts:
+        if part == "true":
+            return "true"
+        if part != "false" and part not in kept:
+            kept.append(part)
+    return "false" if not kept else kept[0] if len(kept) == 1 else f"(or {' '.join(kept)})"
+
+
+def neg(part: str) -> str:
+    if part in ("true", "false"):
+        return "false" if part == "true" else "true"
+    if part.startswith("(not ") and _balanced(part[5:-1]):
+        return part[5:-1]
+    return f"(not {part})"
+
+
+def _balanced(text: str) -> bool:
+    depth = 0
+    for char in text:
+        depth += char == "("
+        depth -= char == ")"
+        if depth < 0:
+            return False
+    return depth == 0 and not text.startswith('"')
+
+
+def int_text(value: int) -> str:
+    return str(value) if value >= 0 else f"(- {-value})"
+
+
+def real_text(value: Fraction) -> str:
+    magnitude = abs(value)
+    text = f"{magnitude.numerator}.0" if magnitude.denominator == 1 else \
+        f"(/ {magnitude.numerator}.0 {magnitude.denominator}.0)"
+    return text if value >= 0 else f"(- {text})"
+
+
+def string_text(value: str) -> str:
+    out = ['"']
+    for char in value:
+        code = ord(char)
+        if code > MAX_SMT_CHAR:
+            raise Unsupported("a string with characters beyond U+2FFFF")
+        if char == '"':
+            out.append('""')
+        elif 32 <= code < 127 and char != "\\":
+            out.append(char)
+        else:
+            out.append(f"\\u{{{code:x}}}")
+    out.append('"')
+    return "".join(out)
+
+
+def duration_seconds(text: str) -> int | float | None:
+    """Seconds in a CEL duration string such as "1h30m" or "-2.5s"; None when it is not one."""
+    sign, body = (-1, text[1:]) if text.startswith("-") else (1, text)
+    if not body:
+        return None
+    total, position = Fraction(0), 0
+    for match in DURATION_PART.finditer(body):
+        if match.start() != position:
+            return None
+        total += Fraction(match.group(1)) * DURATION_UNITS[match.group(2)]
+        position = match.end()
+    if position != len(body):
+        return None
+    total *= sign
+    return int(total) if total.denominator == 1 else float(total)
+
+
+def kind_of(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int"
+    if isinstance(value, float):
+        return "double"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, (list, tuple)):
+        return "list"
+    if isinstance(value, Mapping):
+        return "map"
+    return type(value).__name__
+
+
+SYMBOLIC = (Variable, Term, Cond)
+
+
+class Encoder:
+    """Encodes CEL expressions over one activation; every expression shares its variables."""
+
+    def __init__(self, activation: Mapping[str, object]) -> None:
+        self.activation = activation
+        self.variables: dict[str, Variable] = {}
+        self._fixed = {sort: SortClass(sort) for sort in ("Int", "Real", "String", "Bool")}
+        self._handlers: dict[type, Callable[[Expr], object]] = {
+            Literal: self._literal, Ident: self._ident, Select: self._select, Index: self._index,
+            Call: self._call, Unary: self._unary, Binary: self._binary, Conditional: self._conditional,
+            ListExpr: self._list, MapExpr: self._map,
+        }
+
+    # -- the public surface -----------------------------------------------------------------
+
+    def fires(self, expr: Expr) -> str:
+        """The formula under which `expr`, used as a condition, evaluates to true."""
+        return self.as_cond(self.evaluate(expr)).true
+
+    def declarations(self) -> list[str]:
+        """Declarations and background facts (presence chains, 64-bit ints) for what was encoded."""
+        lines: list[str] = []
+        facts: list[str] = []
+        for variable in self.variables.values():
+            if variable.presence != "true":
+                lines.append(f"(declare-const {variable.presence} Bool)")
+                if variable.parent is not None and variable.parent.presence != "true":
+                    facts.append(f"(assert (=> {variable.presence} {variable.parent.presence}))")
+            if variable.used:
+                sort = self.sort_of(variable)
+                lines.append(f"(declare-const {variable.name} {sort})")
+                if sort == "Int":
+                    facts.append(f"(assert (and (<= {int_text(INT_MIN)} {variable.name}) "
+                                 f"(<= {variable.name} {INT_MAX})))")
+        return lines + facts
+
+    def sort_of(self, variable: Variable) -> str:
+        sort = variable.sort.find().sort
+        if sort == "Map":
+            raise Unsupported(f"`{variable.path}` is used both as a map and as a value")
+        return sort or "Int"
+
+    def values(self) -> tuple[tuple[str, str], ...]:
+        """The constants a witness reads: each used value and each presence."""
+        wanted: list[tuple[str, str]] = []
+        for variable in self.variables.values():
+            if variable.presence != "true":
+                wanted.append((variable.presence, "Bool"))
+            if variable.used:
+                wanted.append((variable.name, self.sort_of(variable)))
+        return tuple(wanted)
+
+    def decode(self, model: Mapping[str, object]) -> dict[str, object]:
+        """path → value for every present variable whose value the model gives."""
+        witness: dict[str, object] = {}
+        for variable in self.variables.values():
+            if not variable.used or not self.present(variable, model):
+                continue
+            value = model.get(variable.name)
+            if isinstance(value, list):
+                value = float(Fraction(value[0], value[1]))
+            witness[variable.path] = value
+        return witness
+
+    def present(self, variable: Variable, model: Mapping[str, object]) -> bool:
+        return variable.presence == "true" or model.get(variable.presence) is True
+
+    def evaluate(self, expr: Expr) -> object:
+        return self._handlers[type(expr)](expr)
+
+    def as_cond(self, value: object) -> Cond:
+        if isinstance(value, Cond):
+            return value
+        if isinstance(value, bool):
+            return TRUE if value else FALSE
+        if isinstance(value, (Variable, Term)):
+            term = self.term(value)
+            self.unify(term.sort, self._fixed["Bool"], value)
+            return Cond(conj(term.defined, term.text), conj(term.defined, neg(term.text)))
+        return ERROR  # an error, or a value that is not a bool: CEL reports no matching overload
+
+    # -- values -----------------------------------------------------------------------------
+
+    def reach(self, value: object) -> object:
+        if isinstance(value, Unknown):
+            return self.variable(value.path, UNKNOWN_SORTS[value.type], None)
+        return value
+
+    def variable(self, path: str, sort: str | None, parent: Variable | None) -> Variable:
+        existing = self.variables.get(path)
+        if existing is not None:
+            if sort is not None:
+                self.unify(existing.sort, self._fixed[sort], existing)
+            return existing
+        number = len(self.variables)
+        created = Variable(path, f"x{number}", "true" if parent is None else f"h{number}",
+                           SortClass(sort, path), parent)
+        self.variables[path] = created
+        return created
+
+    def child(self, parent: Variable, key: str) -> Variable:
+        self.bind_map(parent)
+        return self.variable(f"{parent.path}.{key}", None, parent)
+
+    def bind_map(self, variable: Variable) -> None:
+        root = variable.sort.find()
+        if root.sort is None:
+            root.sort = "Map"
+        elif root.sort != "Map":
+            raise Unsupported(f"`{variable.path}` is used both as {SORT_NAMES[root.sort]} and as a map")
+
+    def term(self, value: object) -> Term:
+        if isinstance(value, Term):
+            return value
+        if isinstance(value, Variable):
+            if value.sort.find().sort == "Map":
+                raise Unsupported(f"`{value.path}` is used both as a map and as a value")
+            value.used = True
+            return Term(value.name, value.sort, value.presence)
+        if isinstance(value, Cond):
+            return Term(value.true, self._fixed["Bool"], disj(value.true, value.false))
+        if isinstance(value, bool):
+            return Term("true" if value else "false", self._fixed["Bool"], "true")
+        if isinstance(value, int):
+            return Term(int_text(value), self._fixed["Int"], "true")
+        if isinstance(value, float):
+            if value != value or value in (float("inf"), float("-inf")):
+                raise Unsupported("an infinite or NaN double")
+            return Term(real_text(Fraction(value)), self._fixed["Real"], "true")
+        if isinstance(value, str):
+            return Term(string_text(value), self._fixed["String"], "true")
+        if value is None:
+            raise Unsupported("`null` met with a value known only at run time")
+        raise Unsupported(f"a {kind_of(value)} met with a value known only at run time")
+
+    def unify(self, first: SortClass, second: SortClass, culprit: object) -> str | None:
+        """Give two classes one sort; the sort (None while still open)."""
+        a, b = first.find(), second.find()
+        if a is b:
+            return a.sort
+        if a.sort is not None and b.sort is not None and a.sort != b.sort:
+            raise Unsupported(self._mismatch(a, b, culprit))
+        if a.sort is None:
+            a, b = b, a
+        b.parent = a
+        a.paths.extend(b.paths)
+        return a.sort
+
+    @staticmethod
+    def _mismatch(a: SortClass, b: SortClass, culprit: object) -> str:
+        named = a.paths + b.paths
+        if isinstance(culprit, Variable) and culprit.path not in named:
+            named.insert(0, culprit.path)
+        subject = f"`{named[0]}`" if named else "a value"
+        return f"{subject} is used inconsistently: as {SORT_NAMES[str(a.sort)]} and as {SORT_NAMES[str(b.sort)]}"
+
+    def numeric(self, sort: str | None, op: str) -> None:
+        if sort not in ("Int", "Real"):
+            raise Unsupported(f"`{op}` on {SORT_NAMES.get(sort or '', 'a value')} known only at run time")
+
+    # -- nodes ------------------------------------------------------------------------------
+
+    def _literal(self, expr: Literal) -> object:
+        if expr.kind in ("uint", "bytes"):
+            raise Unsupported(f"{expr.kind} values are outside the subset the checker reasons about")
+        return expr.value
+
+    def _ident(self, expr: Ident) -> object:
+        if expr.name in self.activation:
+            return self.reach(self.activation[expr.name])
+        return Error(f"no variable `{expr.name}`")
+
+    def _select(self, expr: Select) -> object:
+        return self.field(self.evaluate(expr.operand), expr.field)
+
+    def field(self, target: object, key: str) -> object:
+        if isinstance(target, Error):
+            return target
+        if isinstance(target, Mapping):
+            return self.reach(target[key]) if key in target else Error(f"no field `{key}`")
+        if isinstance(target, Variable):
+            return self.child(target, key)
+        if isinstance(target, (Term, Cond)):
+            raise Unsupported("a field of a computed value known only at run time")
+        return Error(f"no field `{key}` on a {kind_of(target)}")
+
+    def _index(self, expr: Index) -> object:
+        target, key = self.evaluate(expr.operand), self.evaluate(expr.index)
+        if isinstance(key, SYMBOLIC):
+            raise Unsupported("an index known only at run time")
+        if isinstance(target, Error) or isinstance(key, Error):
+            return target if isinstance(target, Error) else key
+        if isinstance(target, Variable):
+            if isinstance(key, str):
+                return self.child(target, key)
+            if isinstance(key, int) and not isinstance(key, bool):
+                self.bind_map(target)
+                return self.variable(f"{target.path}[{key}]", None, target)
+            return Error(f"no index {key!r}")
+        if isinstance(target, (list, tuple)):
+            if isinstance(key, int) and not isinstance(key, bool) and 0 <= key < len(target):
+                return self.reach(target[key])
+            return Error(f"index {key!r} out of range")
+        if isinstance(target, Mapping):
+            return self.reach(target[key]) if key in target else Error(f"no key {key!r}")
+        if isinstance(target, (Term, Cond)):
+            raise Unsupported("an index into a computed value known only at run time")
+        return Error(f"cannot index a {kind_of(target)}")
+
+    def _list(self, expr: ListExpr) -> object:
+        return [self.evaluate(item) for item in expr.items]
+
+    def _map(self, expr: MapExpr) -> object:
+        result: dict[object, object] = {}
+        for key_expr, value_expr in expr.entries:
+            key = self.evaluate(key_expr)
+            if isinstance(key, SYMBOLIC):
+                raise Unsupported("a map key known only at run time")
+            if isinstance(key, Error):
+                return key
+            result[key] = self.evaluate(value_expr)
+        return result
+
+    def _unary(self, expr: Unary) -> object:
+        value = self.evaluate(expr.operand)
+        if expr.op == "!":
+            if isinstance(value, bool):
+                return not value
+            if isinstance(value, SYMBOLIC):
+                cond = self.as_cond(value)
+                return Cond(cond.false, cond.true)
+            return value if isinstance(value, Error) else Error(f"no `!` for a {kind_of(value)}")
+        if isinstance(value, float):
+            return -value
+        if isinstance(value, SYMBOLIC):
+            sort = self.term(value).sort.find().sort
+            return self.arithmetic("-", 0.0 if sort == "Real" else 0, value)
+        return self.arithmetic("-", 0, value)
+
+    def _binary(self, expr: Binary) -> object:
+        op = expr.op
+        if op in ("&&", "||"):
+            return self.logical(op, expr)
+        left, right = self.evaluate(expr.left), self.evaluate(expr.right)
+        if op in ("==", "!="):
+            result = self.equal(left, right)
+            return self.negate(result) if op == "!=" else result
+        if op in ("<", "<=", ">", ">="):
+            return self.order(op, left, right)
+        if op == "in":
+            return self.member(left, right)
+        return self.arithmetic(op, left, right)
+
+    def logical(self, op: str, expr: Binary) -> object:
+        left = self.as_cond(self.evaluate(expr.left))
+        if (op == "&&" and left == FALSE) or (op == "||" and left == TRUE):
+            return left.true == "true"
+        right = self.as_cond(self.evaluate(expr.right))
+        if op == "&&":
+            result = Cond(conj(left.true, right.true), disj(left.false, right.false))
+        else:
+            result = Cond(disj(left.true, right.true), conj(left.false, right.false))
+        return self.settle(result)
+
+    def settle(self, cond: Cond) -> object:
+        """A condition that is decided without the solver, as a value."""
+        if cond.true == "true":
+            return True
+        if cond.false == "true":
+            return False
+        if cond == ERROR:
+            return Error("the condition always fails")
+        return cond
+
+    def negate(self, value: object) -> object:
+        if isinstance(value, bool):
+            return not value
+        if isinstance(value, Cond):
+            return Cond(value.false, value.true)
+        return value
+
+    def _conditional(self, expr: Conditional) -> object:
+        choice = self.as_cond(self.evaluate(expr.condition))
+        if choice == TRUE:
+            return self.evaluate(expr.then)
+        if choice == FALSE:
+            return self.evaluate(expr.otherwise)
+        if choice == ERROR:
+            return Error("the condition of `?:` fails")
+        then, otherwise = self.evaluate(expr.then), self.evaluate(expr.otherwise)
+        if isinstance(then, Error) and isinstance(otherwise, Error):
+            return then
+        if isinstance(then, Error) or isinstance(otherwise, Error):
+            kept, holds = (otherwise, choice.false) if isinstance(then, Error) else (then, choice.true)
+            term = self.term(kept)
+            return Term(term.text, term.sort, conj(holds, term.defined))
+        a, b = self.term(then), self.term(otherwise)
+        self.unify(a.sort, b.sort, then)
+        return Term(f"(ite {choice.true} {a.text} {b.text})", a.sort,
+                    disj(conj(choice.true, a.defined), conj(choice.false, b.defined)))
+
+    # -- operators --------------------------------------------------------------------------
+
+    def equal(self, left: object, right: object) -> object:
+        if isinstance(left, Error) or isinstance(right, Error):
+            return left if isinstance(left, Error) else right
+        if not isinstance(left, SYMBOLIC) and not isinstance(right, SYMBOLIC):
+            if _holds_symbolic(left) or _holds_symbolic(right):
+                raise Unsupported("comparing lists or maps with values known only at run time")
+            return concrete_equal(left, right)
+        a, b = self.term(left), self.term(right)
+        self.unify(a.sort, b.sort, left if isinstance(left, Variable) else right)
+        defined = conj(a.defined, b.defined)
+        relation = f"(= {a.text} {b.text})"
+        return Cond(conj(defined, relation), conj(defined, neg(relation)))
+
+    def order(self, op: str, left: object, right: object) -> object:
+        if isinstance(left, Error) or isinstance(right, Error):
+            return left if isinstance(left, Error) else right
+        if not isinstance(left, SYMBOLIC) and not isinstance(right, SYMBOLIC):
+            return concrete_order(op, left, right)
+        if op in (">", ">="):
+            op, left, right = ("<" if op == ">" else "<="), right, left
+        a, b = self.term(left), self.term(right)
+        sort = self.unify(a.sort, b.sort, left if isinstance(left, Variable) else right)
+        if sort is None:
+            sort = self.unify(a.sort, self._fixed["Int"], left)
+        if sort == "String":
+            relation = f"(str.{op} {a.text} {b.text})"
+        else:
+            self.numeric(sort, op)
+            relation = f"({op} {a.text} {b.text})"
+        defined = conj(a.defined, b.defined)
+        return Cond(conj(defined, relation), conj(defined, neg(relation)))
+
+    def member(self, item: object, container: object) -> object:
+        if isinstance(item, Error) or isinstance(container, Error):
+            return item if isinstance(item, Error) else container
+        if isinstance(container, SYMBOLIC):
+            raise Unsupported("`in` over a list or map known only at run time")
+        if isinstance(container, Mapping):
+            candidates: list[object] = list(container.keys())
+        elif isinstance(container, (list, tuple)):
+            candidates = [self.reach(candidate) for candidate in container]
+        else:
+            return Error(f"no `in` for a {kind_of(container)}")
+        result: Cond = FALSE
+        for candidate in candidates:
+            found = self.equal(item, candidate)
+            found_cond = ERROR if isinstance(found, Error) else self.as_cond(found)
+            result = Cond(disj(result.true, found_cond.true), conj(result.false, found_cond.false))
+        return self.settle(result) if result != ERROR else Error("`in` fails for every item")
+
+    def arithmetic(self, op: str, left: object, right: object) -> object:
+        if isinstance(left, Error) or isinstance(right, Error):
+            return left if isinstance(left, Error) else right
+        if not isinstance(left, SYMBOLIC) and not isinstance(right, SYMBOLIC):
+            return concrete_arithmetic(op, left, right)
+        a, b = self.term(left), self.term(right)
+        sort = self.unify(a.sort, b.sort, left if isinstance(left, Variable) else right)
+        if sort is None:
+            sort = self.unify(a.sort, self._fixed["Int"], left)
+        defined = conj(a.defined, b.defined)
+        if op == "+" and sort == "String":
+            return Term(f"(str.++ {a.text} {b.text})", a.sort, defined)
+        self.numeric(sort, op)
+        if op == "%" and sort == "Real":
+            raise Unsupported("`%` on doubles")
+        if sort == "Real":
+            return Term(f"({op} {a.text} {b.text})", a.sort, defined)
+        if op in ("/", "%"):
+            defined = conj(defined, f"(not (= {b.text} 0))")
+        if op == "/":
+            text = truncated_division(a.text, b.text)
+        elif op == "%":
+            text = f"(- {a.text} (* {b.text} {truncated_division(a.text, b.text)}))"
+        else:
+            text = f"({op} {a.text} {b.text})"
+        in_range = f"(and (<= {int_text(INT_MIN)} {text}) (<= {text} {INT_MAX}))"
+        return Term(text, a.sort, conj(defined, in_range))
+
+    def _call(self, expr: Call) -> object:
+        name = expr.function
+        if name == "has" and expr.target is None and len(expr.args) == 1 and isinstance(expr.args[0], Select):
+            return self.has(expr.args[0])
+        if name == "duration" and expr.target is None and len(expr.args) == 1:
+            return self.duration(self.evaluate(expr.args[0]))
+        if name == "size" and len(expr.args) + (expr.target is not None) == 1:
+            return self.size(self.evaluate(expr.target if expr.target is not None else expr.args[0]))
+        if name in ("startsWith", "endsWith", "contains") and expr.target is not None and len(expr.args) == 1:
+            return self.string_test(name, self.evaluate(expr.target), self.evaluate(expr.args[0]))
+        raise Unsupported(f"`{name}` is outside the subset the checker reasons about")
+
+    def has(self, expr: Select) -> object:
+        target = self.evaluate(expr.operand)
+        if isinstance(target, Error):
+            return target
+        if isinstance(target, Mapping):
+            return expr.field in target
+        if isinstance(target, Variable):
+            child = self.child(target, expr.field)
+            return Cond(child.presence, conj(target.presence, neg(child.presence)))
+        if isinstance(target, (Term, Cond)):
+            raise Unsupported("`has()` on a computed value known only at run time")
+        return Error(f"`has()` on a {kind_of(target)}")
+
+    def duration(self, value: object) -> object:
+        if isinstance(value, SYMBOLIC):
+            raise Unsupported("`duration()` of a string known only at run time")
+        if isinstance(value, Error):
+            return value
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return value  # durations are already numbers of seconds
+        seconds = duration_seconds(value) if isinstance(value, str) else None
+        return Error(f"`{value}` is not a duration") if seconds is None else seconds
+
+    def size(self, value: object) -> object:
+        if isinstance(value, Error):
+            return value
+        if isinstance(value, (str, list, tuple, Mapping)):
+            return len(value)
+        if isinstance(value, SYMBOLIC):
+            term = self.term(value)
+            self.unify(term.sort, self._fixed["String"], value)
+            return Term(f"(str.len {term.text})", self._fixed["Int"], term.defined)
+        return Error(f"no `size` for a {kind_of(value)}")
+
+    def string_test(self, name: str, target: object, argument: object) -> object:
+        if isinstance(target, Error) or isinstance(argument, Error):
+            return target if isinstance(target, Error) else argument
+        if not isinstance(target, SYMBOLIC) and not isinstance(argument, SYMBOLIC):
+            if not isinstance(target, str) or not isinstance(argument, str):
+                return Error(f"no `{name}` for a {kind_of(target)}")
+            return {"startsWith": target.startswith, "endsWith": target.endswith,
+                    "contains": target.__contains__}[name](argument)
+        a, b = self.term(target), self.term(argument)
+        self.unify(a.sort, self._fixed["String"], target)
+        self.unify(b.sort, self._fixed["String"], argument)
+        function = {"startsWith": "str.prefixof", "endsWith": "str.suffixof", "contains": "str.contains"}[name]
+        relation = f"({function} {b.text} {a.text})" if name != "contains" else f"({function} {a.text} {b.text})"
+        defined = conj(a.defined, b.defined)
+        return Cond(conj(defined, relation), conj(defined, neg(relation)))
+
+
+def truncated_division(a: str, b: str) -> str:
+    """CEL's integer division (toward zero) from SMT's Euclidean `div`."""
+    return (f"(ite (>= {a} 0) (ite (> {b} 0) (div {a} {b}) (- (div {a} (- {b})))) "
+            f"(ite (> {b} 0) (- (div (- {a}) {b})) (div (- {a}) (- {b}))))")
+
+
+def _holds_symbolic(value: object) -> bool:
+    if isinstance(value, SYMBOLIC) or isinstance(value, Unknown):
+        return True
+    if isinstance(value, (list, tuple)):
+        return any(_holds_symbolic(item) for item in value)
+    if isinstance(value, Mapping):
+        return any(_holds_symbolic(item) for item in value.values())
+    return False
+
+
+def concrete_equal(left: object, right: object) -> object:
+    kind = kind_of(left)
+    if kind != kind_of(right):
+        return Error(f"no `==` between a {kind} and a {kind_of(right)}")
+    if kind == "list":
+        if len(left) != len(right):  # type: ignore[arg-type]
+            return False
+        return _all_equal(zip(left, right))  # type: ignore[call-overload]
+    if kind == "map":
+        if set(left) != set(right):  # type: ignore[call-overload]
+            return False
+        return _all_equal((left[key], right[key]) for key in left)  # type: ignore[index]
+    return left == right
+
+
+def _all_equal(pairs) -> object:
+    for a, b in pairs:
+        result = concrete_equal(a, b)
+        if result is not True:
+            return result
+    return True
+
+
+def concrete_order(op: str, left: object, right: object) -> object:
+    kind = kind_of(left)
+    if kind != kind_of(right) or kind not in ("int", "double", "string", "bool"):
+        return Error(f"no `{op}` between a {kind} and a {kind_of(right)}")
+    return {"<": left < right, "<=": left <= right, ">": left > right,  # type: ignore[operator]
+            ">=": left >= right}[op]  # type: ignore[operator]
+
+
+def concrete_arithmetic(op: str, left: object, right: object) -> object:
+    kind = kind_of(left)
+    if kind != kind_of(right):
+        return Error(f"no `{op}` between a {kind} and a {kind_of(right)}")
+    if kind == "int":
+        a, b = int(left), int(right)  # type: ignore[call-overload]
+        if op in ("/", "%") and b == 0:
+            return Error("division by zero")
+        if op == "/":
+            result = abs(a) // abs(b) * (1 if (a >= 0) == (b > 0) else -1)
+        elif op == "%":
+            result = a - b * (abs(a) // abs(b) * (1 if (a >= 0) == (b > 0) else -1))
+        else:
+            result = {"+": a + b, "-": a - b, "*": a * b}[op]
+        return result if INT_MIN <= result <= INT_MAX else Error("integer overflow")
+    if kind == "double" and op in ("+", "-", "*", "/"):
+        a, b = float(left), float(right)  # type: ignore[arg-type]
+        if op == "/":
+            return a / b if b else (float("nan") if a == 0 else float("inf") * (1 if a > 0 else -1))
+        return {"+": a + b, "-": a - b, "*": a * b}[op]
+    if op == "+" and kind in ("string", "list"):
+        return left + right  # type: ignore[operator]
+    return Error(f"no `{op}` for a {kind}")

@@ -1,0 +1,188 @@
+"""Solving SMT-LIB2 queries in a worker process, under a wall-clock bound that always holds.
+
+Z3's own timeout is advisory: it is checked between steps of the search, and a query bounded to
+20 s has been seen to run for over a minute. So no query runs in this process: each request goes
+to a persistent child process (`worker.py`, which alone imports z3) over a pipe, and the parent
+waits for the answer with `select` until the bound (plus a short grace for the pipe) has passed.
+Then it kills the worker and answers "unknown" for every query of the request; the next request
+starts a fresh worker. The worker also receives the bound and hands it to Z3 as its timeout, so a
+hard query usually comes back as "unknown" without the kill.
+
+Invariants:
+- A request never takes longer than its bound + `GRACE` once the worker is up (starting it is
+  bounded separately by `STARTUP_BOUND`).
+- "unknown" is an answer with a reason (`Answer.reason`), never an exception and never a pass.
+- One worker per process, started on first use (or by `prepare()`, which lets the caller overlap
+  the start with its own encoding); a forked child never talks to its parent's worker.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import select
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+WORKER_SCRIPT = Path(__file__).with_name("worker.py")
+GRACE = 0.25  # seconds the parent adds to a bound for the pipe and JSON before it kills
+STARTUP_BOUND = 20.0
+
+
+@dataclass(frozen=True)
+class Query:
+    """SMT-LIB2 text to check, and the constants (name, sort) to read in a model."""
+
+    smt: str
+    values: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: str  # "sat" | "unsat" | "unknown"
+    model: dict[str, object] = field(default_factory=dict)
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class PatternGroup:
+    """Assertions that define the Boolean constants `fires`; the worker finds which can hold together."""
+
+    smt: str
+    fires: tuple[str, ...]
+    values: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class Pattern:
+    fires: frozenset[int]  # positions in `PatternGroup.fires` that hold together, maximally
+    model: dict[str, object]
+
+
+@dataclass(frozen=True)
+class Patterns:
+    status: str  # "ok" | "unknown"
+    patterns: tuple[Pattern, ...] = ()
+    reason: str | None = None
+
+
+class _Worker:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.process: subprocess.Popen[bytes] | None = None
+        self.owner = 0
+        self.buffer = b""
+        self.ready = False
+        self.failure: str | None = None
+        atexit.register(self.stop)
+
+    def start(self) -> None:
+        if self.process is not None and self.owner == os.getpid() and self.process.poll() is None:
+            return
+        self.process = subprocess.Popen([sys.executable, str(WORKER_SCRIPT)], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.owner = os.getpid()
+        self.buffer = b""
+        self.ready = False
+
+    def stop(self) -> None:
+        process, self.process = self.process, None
+        if process is not None and self.owner == os.getpid():
+            process.kill()
+            process.wait()
+
+    def request(self, message: dict, bound: float) -> dict | str:
+        """The worker's reply, or the reason there is none (the worker was then stopped)."""
+        self.start()
+        assert self.process is not None and self.process.stdin is not None
+        if not self.ready:
+            reply = self._read(time.monotonic() + STARTUP_BOUND)
+            if not isinstance(reply, dict) or "ready" not in reply:
+                self.stop()
+                return f"the solver did not start ({reply if isinstance(reply, str) else 'no greeting'})"
+            self.ready = True
+        try:
+            self.process.stdin.write(json.dumps(message).encode("utf-8") + b"\n")
+            self.process.stdin.flush()
+        except OSError as error:
+            self.stop()
+            return f"the solver stopped ({error.strerror or error})"
+        reply = self._read(time.monotonic() + bound + GRACE)
+        if isinstance(reply, str):
+            self.stop()
+            return reply
+        if "error" in reply:
+            return f"the solver rejected the query ({reply['error']})"
+        return reply
+
+    def _read(self, deadline: float) -> dict | str:
+        assert self.process is not None and self.process.stdout is not None
+        descriptor = self.process.stdout.fileno()
+        while b"\n" not in self.buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return "timeout"
+            readable, _, _ = select.select([descriptor], [], [], remaining)
+            if not readable:
+                continue
+            chunk = os.read(descriptor, 1 << 16)
+            if not chunk:
+                return f"the solver exited with status {self.process.wait()}"
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return json.loads(line)
+
+
+_WORKER = _Worker()
+
+
+def prepare() -> None:
+    """Start the worker now, without waiting for it (the next request waits if it must)."""
+    with _WORKER.lock:
+        _WORKER.start()
+
+
+def check(queries: Sequence[Query], time_bound: float) -> list[Answer]:
+    """Whether each query is satisfiable (with a model), all within `time_bound` seconds."""
+    if not queries:
+        return []
+    message = {"op": "check", "time_bound": time_bound,
+               "queries": [{"smt": query.smt, "values": query.values} for query in queries]}
+    with _WORKER.lock:
+        reply = _WORKER.request(message, time_bound)
+    if isinstance(reply, str):
+        return [Answer("unknown", reason=_reason(reply, time_bound)) for _ in queries]
+    return [Answer(result["status"], result.get("model", {}), _reason(result.get("reason"), time_bound))
+            for result in reply["results"]]
+
+
+def maximal_patterns(groups: Sequence[PatternGroup], time_bound: float, max_patterns: int = 256) -> list[Patterns]:
+    """For each group, every maximal set of its `fires` that can hold together, with a model of each."""
+    if not groups:
+        return []
+    message = {"op": "patterns", "time_bound": time_bound, "max_patterns": max_patterns,
+               "groups": [{"smt": group.smt, "fires": group.fires, "values": group.values} for group in groups]}
+    with _WORKER.lock:
+        reply = _WORKER.request(message, time_bound)
+    if isinstance(reply, str):
+        return [Patterns("unknown", reason=_reason(reply, time_bound)) for _ in groups]
+    return [Patterns(result["status"],
+                     tuple(Pattern(frozenset(found["fires"]), found["model"]) for found in result.get("patterns", ())),
+                     _reason(result.get("reason"), time_bound))
+            for result in reply["results"]]
+
+
+def _reason(reason: str | None, time_bound: float) -> str | None:
+    if reason is None:
+        return None
+    if reason in ("timeout", "canceled", "interrupted from keyboard") or "timeout" in reason:
+        return f"the solver timed out after {time_bound:g}s"
+    if reason.startswith("the solver"):
+        return reason
+    return f"the solver gave up ({reason})"
