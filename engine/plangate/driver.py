@@ -99,6 +99,9 @@ def check(plan_paths: Sequence[str | os.PathLike[str]], policy_paths: Sequence[s
     plan_sources = _read_all(plan_paths, diagnostics)
     policy_sources = _read_all(policy_paths, diagnostics)
     result = check_sources(plan_sources, policy_sources, options)
+    for item in diagnostics:  # show where undecodable bytes stand: the text before them is readable
+        if item.name == "unreadable-input" and item.span.start > 0 and item.file not in result.sources:
+            result.sources.add(SourceFile(item.file, Path(item.file).read_bytes().decode("utf-8", "replace")))
     result.diagnostics = sorted(diagnostics + result.diagnostics, key=Diagnostic.sort_key)
     result.files = [str(p) for p in plan_paths] + [str(p) for p in policy_paths]
     result.timings["read"] = result.timings.get("read", 0.0)
@@ -179,7 +182,7 @@ def check_sources(plan_sources: Sequence[SourceFile], policy_sources: Sequence[S
     if plans and compiled is None and not options.get("quiet_no_policy"):
         first = plans[0]
         diagnostics.append(diagnostic(
-            "no-policy", first.id_span, "no policy was given: only the plan's structure was checked",
+            "no-policy", first.id_span, "no policy was given: tools, risks, approvals, rules and limits were not checked",
             help="pass `--policy FILE` to check tools, risks, approvals, rules and budgets"))
 
     return CheckResult(

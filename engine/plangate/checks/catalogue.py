@@ -51,10 +51,7 @@ def _call_diagnostics(policy: CompiledPolicy, step: Step, call: ToolCall, entry:
                       values: dict[str, Any], clause: str) -> Iterator[Diagnostic]:
     if entry is None:
         severity = Severity.WARNING if policy.unknown_tools == "warn" else Severity.ERROR
-        names = [e.pattern for e in policy.catalogue if not e.pattern.endswith("*")]
-        names += [e.pattern[:-2] + "." + call.tool.rsplit(".", 1)[-1]
-                  for e in policy.catalogue if e.pattern.endswith(".*")]
-        suggestion = closest(call.tool, names)
+        suggestion = closest(call.tool, [e.pattern for e in policy.catalogue if e.pattern != "*"])
         yield diagnostic(
             "unknown-tool", call.tool_span,
             f"`{call.tool}` in the `{clause}` of step `{step.id}` matches no tool of the catalogue",

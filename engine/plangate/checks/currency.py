@@ -30,8 +30,8 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
     if currency is None or anchor is None:
         return
     for step in ctx.plan.steps:
-        if step.cost is None:
-            continue
+        if step.cost is None or step.cost.low.currency != step.cost.high.currency:
+            continue  # a range across currencies is reported where it is written
         for money in {step.cost.low, step.cost.high}:
             if money.currency and money.currency != currency:
                 yield diagnostic(

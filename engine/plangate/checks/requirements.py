@@ -65,7 +65,7 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
                 checked_by.setdefault(source, []).append(step.id)
     for step_id, requirements in applicable(ctx).items():
         step = ctx.graph.steps[step_id]
-        approvals = [r for r, _ in requirements if r.kind == "approval" and r.approval is not None]
+        approvals = [(r, outcome) for r, outcome in requirements if r.kind == "approval" and r.approval is not None]
         yield from _approvals(step, approvals)
         for requirement, outcome in requirements:
             if requirement.kind == "check" and step.kind != "check" and not checked_by.get(step_id):
@@ -91,9 +91,12 @@ def _missing(name: str, step: Step, requirement: CompiledRequirement, outcome: s
                       notes=notes, help=help_text)
 
 
-def _approvals(step: Step, requirements: list[CompiledRequirement]) -> Iterator[Diagnostic]:
+def _approvals(step: Step, requirements: list[tuple[CompiledRequirement, str]]) -> Iterator[Diagnostic]:
     needs: dict[str, _Need] = {}
-    for requirement in requirements:
+    maybe: set[str] = set()
+    for requirement, outcome in requirements:
+        if outcome != "must":
+            maybe.add(requirement.approval.role)  # type: ignore[union-attr]
         spec = requirement.approval
         assert spec is not None
         need = needs.setdefault(spec.role, _Need(spec.role, 0, None, []))
@@ -105,6 +108,8 @@ def _approvals(step: Step, requirements: list[CompiledRequirement]) -> Iterator[
         wanted = describe_approval(ApprovalSpec(count=need.count, role=need.role, within=None)) + (
             f" within {format_seconds(need.within)}" if need.within is not None else "")
         notes = [f"required by `{rule.describe()}` in policy `{rule.policy}`" for rule in need.rules]
+        if need.role in maybe:
+            notes.append("the rule may apply at run time, depending on values known only then")
         labels = [Label(rule.span, "required here") for rule in need.rules]
         same_role = [spec for spec in step.approvals if spec.role == need.role]
         if not step.approvals:

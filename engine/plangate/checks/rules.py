@@ -96,7 +96,7 @@ def _fired(rule: CompiledRule, _call_span: Any, span: Any, outcome: str, witness
                           help="change the call so the rule does not apply, or remove the step")
     return diagnostic("policy-deny-possible", span,
                       f"deny rule `{rule.name}` may fire for {subject}" + _witness_text(witness),
-                      labels=labels, notes=[*because, *where, *_witness_notes(witness),
+                      labels=labels, notes=[*because, *where,
                                             "the runtime decides again on the concrete arguments and blocks the step if it fires"],
                       help="constrain the value (a `when` on the step, or a check before it) so the rule cannot fire")
 

@@ -181,13 +181,14 @@ class Lowering(Transformer):
             fields[key] = tuple(fields[key])
         return ir.Plan(id=name.value, id_span=self._tok(name), span=self._span(keyword, close), **fields)
 
-    def _once(self, seen: dict[str, Span], kind: str, span: Span) -> bool:
+    def _once(self, seen: dict[str, Span], kind: str, span: Span, what: str | None = None) -> bool:
         if kind in seen:
             from plangate.diagnostics import Label
 
-            self._report("duplicate-clause", span, f"`{kind}` is given twice",
+            what = what or f"`{kind}`"
+            self._report("duplicate-clause", span, f"{what} is given twice",
                          labels=[Label(seen[kind], "first given here")],
-                         help=f"keep one `{kind}`")
+                         help=f"keep one {what}")
             return False
         seen[kind] = span
         return True
@@ -428,7 +429,7 @@ class Lowering(Transformer):
         seen: dict[str, Span] = {}
         unique = []
         for spec in specs:
-            if self._once(seen, f"argument {spec.name}", spec.span):
+            if self._once(seen, spec.name, spec.span, f"the argument `{spec.name}`"):
                 unique.append(spec)
         return _Clause("args", tuple(unique), self._span(keyword, close))
 

@@ -278,7 +278,7 @@ def _limit_value(policy: str, limit: Limit, diagnostics: list[Diagnostic]) -> Li
         return None
     if isinstance(value, Duration):
         diagnostics.append(diagnostic("invalid-value", limit.span,
-                                      f"`limit {limit.name}` takes a {'number' if kind == 'count' else 'amount'}, not a duration"))
+                                      f"`limit {limit.name}` takes {'a number' if kind == 'count' else 'an amount'}, not a duration"))
         return None
     assert isinstance(value, Money)
     if kind == "money":

@@ -120,7 +120,7 @@ def run_test(policy: CompiledPolicy, policy_id: str, test: PolicyTest) -> tuple[
         problems.append(diagnostic(
             "policy-test-failed", expect.span,
             f"test `{test.name}` expects `{wanted}`, but the policy decides: {decided}",
-            labels=[Label(test.call.span, "the call decided")],
+            labels=[Label(test.call.span, "the call under test")],
             notes=[f"{name}: {message}" for name, message in decision.errors],
             help=help_text))
     return TestOutcome(policy_id, test.name, passed, decided), problems

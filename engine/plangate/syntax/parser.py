@@ -30,7 +30,7 @@ from lark import Lark, Token
 from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from plangate.assets import read_asset
-from plangate.diagnostics import Diagnostic, diagnostic
+from plangate.diagnostics import Diagnostic, Label, diagnostic
 from plangate.ir.lower import ExpressionTooDeep, Lowering
 from plangate.cel.ast import Expr
 from plangate.ir.nodes import Document
@@ -62,6 +62,10 @@ _WORDS = {
     "DURATION": "a duration such as `30s` or `1h`",
     "$END": "end of file",
 }
+
+_BLOCK_KEYWORDS = frozenset({"STEP", "CHECK", "TOOL", "TEST", "BUDGET", "REQUIRE", "DENY", "WARN", "LIMIT",
+                             "PLAN", "POLICY", "UNKNOWN_TOOLS"})
+_BRACES = re.compile(r'"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'|#[^\n]*|[{}]')
 
 _EXAMPLES: dict[str, list[str]] = {
     "missing-comma": [
@@ -284,11 +288,35 @@ def _describe(parser: _Parser, name: str, text: str, error: UnexpectedInput) -> 
     else:
         found = f"`{token.value}`"
         span = Span(name, token.start_pos, token.end_pos)
+    if "RBRACE" in expected and (token is None or token.type == "$END" or
+                                 (token.type in _BLOCK_KEYWORDS and _starts_line(text, token.start_pos))):
+        opener = _unclosed_brace(text, span.start)
+        if opener is not None:
+            return diagnostic("syntax-error", span, f"expected `}}` to close the block, found {found}",
+                              labels=[Label(Span(name, opener, opener + 1), "this `{` is never closed")],
+                              help="add `}` where the block ends")
     label = _match_example(parser, error)
     if label is not None:
         message, help_text = _EXAMPLE_MESSAGES[label]
         return diagnostic("syntax-error", span, f"{message}, found {found}", help=help_text)
     return diagnostic("syntax-error", span, f"unexpected {found}; expected {_expected_words(parser, expected)}")
+
+
+def _starts_line(text: str, offset: int) -> bool:
+    line_start = text.rfind("\n", 0, offset) + 1
+    return text[line_start:offset].strip() == ""
+
+
+def _unclosed_brace(text: str, offset: int) -> int | None:
+    """The offset of the innermost `{` still open at `offset` (strings and comments skipped)."""
+    open_braces: list[int] = []
+    for match in _BRACES.finditer(text, 0, offset):
+        lexeme = match.group()
+        if lexeme == "{":
+            open_braces.append(match.start())
+        elif lexeme == "}" and open_braces:
+            open_braces.pop()
+    return open_braces[-1] if open_braces else None
 
 
 def _describe_character(parser: _Parser, name: str, text: str, error: UnexpectedCharacters) -> Diagnostic:
