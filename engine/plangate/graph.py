@@ -7,8 +7,11 @@ that name themselves, are collected for the checks instead of becoming edges, so
 only real steps. The first step with a given id is the one the graph keeps (duplicates are a
 diagnostic of their own).
 
-`cycles()` finds every strongly connected component with more than one step (Tarjan, via
-networkx) and returns one concrete cycle through each, with the edges that close it.
+Adjacency is kept in plain dicts (`pred`, `succ`: step → {neighbour: None}, in plan order), and
+`topological_order()` is Kahn's algorithm with ties broken by plan order; a plan that is a DAG (the
+common case) never imports networkx. Only when Kahn's algorithm leaves steps over does `cycles()`
+build a networkx graph to find every strongly connected component with more than one step
+(Tarjan) and one concrete cycle through each, with the edges that close it.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterator
 
-import networkx as nx
+import heapq
 
 from plangate.cel.ast import Expr, step_references
 from plangate.ir.nodes import Plan, Step, ToolCall
@@ -43,32 +46,58 @@ class DanglingName:
 class PlanGraph:
     plan: Plan
     steps: dict[str, Step]
-    graph: nx.DiGraph
+    pred: dict[str, dict[str, None]]
+    succ: dict[str, dict[str, None]]
     edges: dict[tuple[str, str], Edge]
     dangling: list[DanglingName] = field(default_factory=list)
     self_edges: list[Edge] = field(default_factory=list)
+    _order: list[str] | None = field(default=None, repr=False)
 
     def predecessors(self, step_id: str) -> list[str]:
-        return list(self.graph.predecessors(step_id))
+        return list(self.pred[step_id])
 
     def successors(self, step_id: str) -> list[str]:
-        return list(self.graph.successors(step_id))
+        return list(self.succ[step_id])
+
+    def _kahn(self) -> list[str]:
+        if self._order is None:
+            position = {step_id: index for index, step_id in enumerate(self.steps)}
+            waiting = {step_id: len(sources) for step_id, sources in self.pred.items()}
+            ready = [position[step_id] for step_id, count in waiting.items() if count == 0]
+            heapq.heapify(ready)
+            ids = list(self.steps)
+            order = []
+            while ready:
+                step_id = ids[heapq.heappop(ready)]
+                order.append(step_id)
+                for target in self.succ[step_id]:
+                    waiting[target] -= 1
+                    if waiting[target] == 0:
+                        heapq.heappush(ready, position[target])
+            self._order = order
+        return self._order
 
     def is_dag(self) -> bool:
-        return nx.is_directed_acyclic_graph(self.graph)
+        return len(self._kahn()) == len(self.steps)
 
     def topological_order(self) -> list[str]:
-        """Steps in an order that respects every edge; ties keep the plan's order."""
-        position = {step_id: index for index, step_id in enumerate(self.steps)}
-        return list(nx.lexicographical_topological_sort(self.graph, key=position.__getitem__))
+        """Steps in an order that respects every edge; ties keep the plan's order (DAGs only)."""
+        return list(self._kahn())
 
     def cycles(self) -> list[list[Edge]]:
+        if self.is_dag():
+            return []
+        import networkx as nx
+
+        graph = nx.DiGraph()
+        graph.add_nodes_from(self.steps)
+        graph.add_edges_from(self.edges)
         found = []
-        for component in nx.strongly_connected_components(self.graph):
+        for component in nx.strongly_connected_components(graph):
             if len(component) < 2:
                 continue
             order = [step_id for step_id in self.steps if step_id in component]
-            cycle = nx.find_cycle(self.graph.subgraph(component), source=order[0])
+            cycle = nx.find_cycle(graph.subgraph(component), source=order[0])
             found.append([self.edges[(source, target)] for source, target in cycle])
         found.sort(key=lambda edges: edges[0].span.start)
         return found
@@ -96,8 +125,8 @@ def build_graph(plan: Plan) -> PlanGraph:
     steps: dict[str, Step] = {}
     for step in plan.steps:
         steps.setdefault(step.id, step)
-    graph = nx.DiGraph()
-    graph.add_nodes_from(steps)
+    pred: dict[str, dict[str, None]] = {step_id: {} for step_id in steps}
+    succ: dict[str, dict[str, None]] = {step_id: {} for step_id in steps}
     edges: dict[tuple[str, str], Edge] = {}
     dangling: list[DanglingName] = []
     self_edges: list[Edge] = []
@@ -109,7 +138,8 @@ def build_graph(plan: Plan) -> PlanGraph:
             self_edges.append(Edge(source, target.id, kind, span))
         elif (source, target.id) not in edges:
             edges[(source, target.id)] = Edge(source, target.id, kind, span)
-            graph.add_edge(source, target.id)
+            pred[target.id][source] = None
+            succ[source][target.id] = None
         elif kind == "reference":  # a reference says more than `after`: it carries the result
             edges[(source, target.id)] = Edge(source, target.id, kind, span)
 
@@ -119,4 +149,4 @@ def build_graph(plan: Plan) -> PlanGraph:
         for _clause, expr in step_expressions(step):
             for name, span in step_references(expr):
                 link(name, step, "reference", span)
-    return PlanGraph(plan, steps, graph, edges, dangling, self_edges)
+    return PlanGraph(plan, steps, pred, succ, edges, dangling, self_edges)

@@ -7,7 +7,8 @@ at run time; "may" counts, since the run may need it). Approvals: the required a
 merged per role (the most approvers, the shortest `within`); the plan must ask for each role with
 at least that many approvers and no longer `within` (a plan `approval` without `within` takes the
 policy's). A `check` covers a step when it depends on it directly. Each diagnostic says which rule
-asked for what.
+asked for what. A `check` step needs approvals like any other, but no check, rollback or key of
+its own: it must be read-only, and `check-not-read-only` reports one that is not.
 """
 
 from __future__ import annotations
@@ -68,7 +69,9 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
         approvals = [(r, outcome) for r, outcome in requirements if r.kind == "approval" and r.approval is not None]
         yield from _approvals(step, approvals)
         for requirement, outcome in requirements:
-            if requirement.kind == "check" and step.kind != "check" and not checked_by.get(step_id):
+            if step.kind == "check":
+                continue  # a check only observes; if it calls a write, `check-not-read-only` says so
+            if requirement.kind == "check" and not checked_by.get(step_id):
                 yield _missing("check-missing", step, requirement, outcome,
                                f"step `{step.id}` must be verified by a `check` step, and none depends on it",
                                f"add `check verify_{step.id} after {step.id} {{ call … expect … }}`")

@@ -88,8 +88,9 @@ def _fired(rule: CompiledRule, _call_span: Any, span: Any, outcome: str, witness
     labels = [Label(rule.span, "the rule")]
     if rule.effect == "warn":
         verb = "fires" if outcome == "must" else "may fire"
+        example = _witness_notes(witness) if outcome == "may" else []
         return diagnostic("policy-warn", span, f"warn rule `{rule.name}` {verb} for {subject}",
-                          labels=labels, notes=[*because, *where, *_witness_notes(witness)])
+                          labels=labels, notes=[*because, *where, *example])
     if outcome == "must":
         return diagnostic("policy-deny", span, f"deny rule `{rule.name}` fires for {subject}",
                           labels=labels, notes=[*because, *where],
@@ -111,7 +112,7 @@ def _witness_text(witness: dict[str, Any] | None) -> str:
 def _witness_notes(witness: dict[str, Any] | None) -> list[str]:
     if not witness:
         return []
-    return ["witness: " + ", ".join(f"`{path}` = {_show(value)}" for path, value in sorted(witness.items()))]
+    return ["it fires, for example, when " + ", ".join(f"`{path}` = {_show(value)}" for path, value in sorted(witness.items()))]
 
 
 def _show(value: Any) -> str:

@@ -2,6 +2,9 @@
 
 `Lowering` is handed to Lark as its internal transformer, so each grammar rule is turned into an IR
 node the moment it is reduced: no parse tree is built and nothing recurses, however deep the input.
+Nodes are built with `model_construct`: the lowering is the one trusted producer of IR and
+passes values of the declared types, so pydantic's validation (and building its schemas at start-up)
+is skipped on this hot path; IR built through the API is validated as usual.
 Spans come from the tokens and the nodes already built (named keyword terminals such as `STEP` and
 `RBRACE` are kept so a node's span covers its whole text).
 
@@ -129,7 +132,7 @@ class Lowering(Transformer):
         number = int(text[: len(text) - len(unit)])
         # Whole seconds: a bound in milliseconds rounds up, so `500ms` is never read as no time at all.
         seconds = -(-number // 1000) if unit == "ms" else number * int(_DURATION_UNITS[unit])
-        return ir.Duration(seconds=seconds, text=text, span=self._tok(token))
+        return ir.Duration.model_construct(seconds=seconds, text=text, span=self._tok(token))
 
     def _risk(self, token: Token) -> ir.RiskRef:
         name = token.value
@@ -140,14 +143,14 @@ class Lowering(Transformer):
             self._report("unknown-risk", self._tok(token), f"`{name}` is not a risk class",
                          help=did_you_mean(name, ir.RISK_NAMES)
                          or "the risk classes are " + ", ".join(f"`{n}`" for n in ir.RISK_NAMES))
-        return ir.RiskRef(name=name, level=level, span=self._tok(token))
+        return ir.RiskRef.model_construct(name=name, level=level, span=self._tok(token))
 
     # ---------------------------------------------------------------- documents
     def start(self, children: list) -> ir.Document:
         plans = tuple(child for child in children if isinstance(child, ir.Plan))
         policies = tuple(child for child in children if isinstance(child, ir.Policy))
         span = self._span(children[0], children[-1]) if children else Span(self.file, 0, 0)
-        return ir.Document(file=self.file, plans=plans, policies=policies, span=span)
+        return ir.Document.model_construct(file=self.file, plans=plans, policies=policies, span=span)
 
     def expression(self, children: list) -> cel.Expr:
         return children[0]
@@ -179,7 +182,7 @@ class Lowering(Transformer):
                 fields[item.kind].append(item.value)
         for key in ("non_goals", "scope", "success", "constraints", "decisions", "steps"):
             fields[key] = tuple(fields[key])
-        return ir.Plan(id=name.value, id_span=self._tok(name), span=self._span(keyword, close), **fields)
+        return ir.Plan.model_construct(id=name.value, id_span=self._tok(name), span=self._span(keyword, close), **fields)
 
     def _once(self, seen: dict[str, Span], kind: str, span: Span, what: str | None = None) -> bool:
         if kind in seen:
@@ -221,7 +224,7 @@ class Lowering(Transformer):
 
     def decision_clause(self, children: list) -> ir.Decision:
         keyword, question, state = children
-        return ir.Decision(question=self._string(question), pending=state.kind == "pending",
+        return ir.Decision.model_construct(question=self._string(question), pending=state.kind == "pending",
                            answer=state.value, span=self._span(keyword, state))
 
     def budget_cost(self, children: list) -> _Clause:
@@ -240,10 +243,10 @@ class Lowering(Transformer):
         keyword, *items, close = children
         seen: dict[str, Span] = {}
         fields = {item.kind: item.value for item in items if self._once(seen, item.kind, item.span)}
-        return ir.Budget(span=self._span(keyword, close), **fields)
+        return ir.Budget.model_construct(span=self._span(keyword, close), **fields)
 
     def after_list(self, children: list) -> list[ir.Name]:
-        return [ir.Name(name=token.value, span=self._tok(token)) for token in children]
+        return [ir.Name.model_construct(name=token.value, span=self._tok(token)) for token in children]
 
     def step_block(self, children: list) -> ir.Step:
         keyword, name, after, *clauses, close = children
@@ -256,14 +259,14 @@ class Lowering(Transformer):
             if clause.kind == "after":
                 after_names.extend(clause.value)
             elif clause.kind == "expect":
-                expects.append(ir.Expectation(expr=clause.value, span=clause.span))
+                expects.append(ir.Expectation.model_construct(expr=clause.value, span=clause.span))
             elif clause.kind == "approval":
                 approvals.append(clause.value)
             elif self._once(seen, clause.kind, clause.span):
                 fields[clause.kind] = clause.value
                 if clause.kind == "retry":
                     fields["retry_span"] = clause.span
-        return ir.Step(
+        return ir.Step.model_construct(
             id=name.value,
             kind="check" if keyword.type == "CHECK" else "step",
             id_span=self._tok(name),
@@ -288,14 +291,14 @@ class Lowering(Transformer):
 
     def cost_clause(self, children: list) -> _Clause:
         keyword, money = children
-        return _Clause("cost", ir.CostRange(low=money, high=money, span=money.span), self._span(keyword, money))
+        return _Clause("cost", ir.CostRange.model_construct(low=money, high=money, span=money.span), self._span(keyword, money))
 
     def cost_range_clause(self, children: list) -> _Clause:
         keyword, low, high = children
         if low.currency is None and high.currency is not None:
-            low = ir.Money(amount=low.amount, currency=high.currency, span=low.span)
+            low = ir.Money.model_construct(amount=low.amount, currency=high.currency, span=low.span)
         elif low.currency is not None and high.currency is None:
-            high = ir.Money(amount=high.amount, currency=low.currency, span=high.span)
+            high = ir.Money.model_construct(amount=high.amount, currency=low.currency, span=high.span)
         elif low.currency != high.currency:
             self._report("currency-mismatch", self._span(low, high),
                          f"a cost range cannot go from `{low.currency}` to `{high.currency}`",
@@ -305,7 +308,7 @@ class Lowering(Transformer):
                          f"the range `{low.amount}..{high.amount}` is empty: its low end is above its high end",
                          help=f"did you mean `{high.amount}..{low.amount}`?")
         span = self._span(low, high)
-        return _Clause("cost", ir.CostRange(low=low, high=high, span=span), self._span(keyword, high))
+        return _Clause("cost", ir.CostRange.model_construct(low=low, high=high, span=span), self._span(keyword, high))
 
     def time_clause(self, children: list) -> _Clause:
         keyword, duration = children
@@ -341,7 +344,7 @@ class Lowering(Transformer):
         count_value = 1 if count is None else self._whole(count, "an approver count", 1)
         duration = self._duration(within) if within is not None else None
         last = within if within is not None else role
-        return ir.ApprovalSpec(count=count_value, role=self._string(role), within=duration,
+        return ir.ApprovalSpec.model_construct(count=count_value, role=self._string(role), within=duration,
                                span=self._span(keyword, last))
 
     def tool_name(self, children: list) -> tuple[str, Span]:
@@ -350,12 +353,12 @@ class Lowering(Transformer):
     def tool_call(self, children: list) -> ir.ToolCall:
         (name, name_span), *args, close = children
         arguments = tuple(arg for arg in args if arg is not None)
-        return ir.ToolCall(tool=name, tool_span=name_span, args=arguments,
+        return ir.ToolCall.model_construct(tool=name, tool_span=name_span, args=arguments,
                            span=Span(self.file, name_span.start, close.end_pos))
 
     def call_arg(self, children: list) -> ir.Argument:
         name, value = children
-        return ir.Argument(name=name.value, value=value, span=self._span(name, value))
+        return ir.Argument.model_construct(name=name.value, value=value, span=self._span(name, value))
 
     def money(self, children: list) -> ir.Money:
         number, currency = children
@@ -364,7 +367,7 @@ class Lowering(Transformer):
         except InvalidOperation:  # the NUMBER terminal only admits valid decimals; kept as a guard
             amount = Decimal(0)
         last = currency if currency is not None else number
-        return ir.Money(amount=amount, currency=currency.value.lower() if currency is not None else None,
+        return ir.Money.model_construct(amount=amount, currency=currency.value.lower() if currency is not None else None,
                         span=self._span(number, last))
 
     # ---------------------------------------------------------------- policies
@@ -391,7 +394,7 @@ class Lowering(Transformer):
                 fields[item.kind] = item.value
         for key in ("tools", "requirements", "rules", "limits", "tests"):
             fields[key] = tuple(fields[key])
-        return ir.Policy(id=name.value, id_span=self._tok(name), span=self._span(keyword, close), **fields)
+        return ir.Policy.model_construct(id=name.value, id_span=self._tok(name), span=self._span(keyword, close), **fields)
 
     def tool_pattern(self, children: list) -> tuple[str, Span]:
         tokens = [token for token in children if token is not None]
@@ -408,7 +411,7 @@ class Lowering(Transformer):
         for item in items:
             if self._once(seen, item.kind, item.span):
                 fields[item.kind] = item.value
-        return ir.ToolEntry(pattern=pattern, pattern_span=pattern_span, span=self._span(keyword, close),
+        return ir.ToolEntry.model_construct(pattern=pattern, pattern_span=pattern_span, span=self._span(keyword, close),
                             **fields)
 
     def tool_risk(self, children: list) -> _Clause:
@@ -442,7 +445,7 @@ class Lowering(Transformer):
                          help=did_you_mean(type_name.value, ir.ARG_TYPES)
                          or "the types are " + ", ".join(f"`{t}`" for t in ir.ARG_TYPES))
         last = optional if optional is not None else type_name
-        return ir.ArgSpec(name=name.value, type=type_name.value, optional=optional is not None,
+        return ir.ArgSpec.model_construct(name=name.value, type=type_name.value, optional=optional is not None,
                           span=self._span(name, last))
 
     def unknown_tools_clause(self, children: list) -> _Clause:
@@ -467,13 +470,13 @@ class Lowering(Transformer):
             self._report("syntax-error", approval.span,
                          f"`by role` belongs to `require approval`, not `require {kind.value}`")
             approval = None
-        return ir.Requirement(kind=kind.value, when=condition, approval=approval,
+        return ir.Requirement.model_construct(kind=kind.value, when=condition, approval=approval,
                               span=self._span(keyword, last))
 
     def _rule(self, effect: str, children: list) -> ir.Rule:
         keyword, name, _when, condition, because = children
         last = because if because is not None else condition
-        return ir.Rule(effect=effect, name=self._string(name), when=condition,
+        return ir.Rule.model_construct(effect=effect, name=self._string(name), when=condition,
                        because=self._string(because) if because is not None else None,
                        span=self._span(keyword, last))
 
@@ -485,7 +488,7 @@ class Lowering(Transformer):
 
     def limit_clause(self, children: list) -> ir.Limit:
         keyword, name, value = children
-        return ir.Limit(name=name.value, value=value, span=self._span(keyword, value))
+        return ir.Limit.model_construct(name=name.value, value=value, span=self._span(keyword, value))
 
     def duration_value(self, children: list) -> ir.Duration:
         return self._duration(children[0])
@@ -508,11 +511,11 @@ class Lowering(Transformer):
         if call is None:
             self._report("missing-call", span, f"policy test `{self._string(name)}` has no `call`",
                          help="add the call to decide, e.g. `call payments.refund(amount: 900.0)`")
-            call = ir.ToolCall(tool="", span=span)
+            call = ir.ToolCall.model_construct(tool="", span=span)
         if not expects:
             self._report("syntax-error", span, f"policy test `{self._string(name)}` has no `expect`",
                          help='add `expect allow` or `expect deny "rule-name"`')
-        return ir.PolicyTest(name=self._string(name), call=call, risk=risk, expects=tuple(expects), span=span)
+        return ir.PolicyTest.model_construct(name=self._string(name), call=call, risk=risk, expects=tuple(expects), span=span)
 
     def test_call(self, children: list) -> _Clause:
         keyword, call = children
@@ -528,21 +531,21 @@ class Lowering(Transformer):
         return _Clause("expect", expectation, expectation.span)
 
     def expect_allow(self, children: list) -> ir.TestExpect:
-        return ir.TestExpect(effect="allow", span=self._tok(children[0]))
+        return ir.TestExpect.model_construct(effect="allow", span=self._tok(children[0]))
 
     def expect_deny(self, children: list) -> ir.TestExpect:
         keyword, name = children
-        return ir.TestExpect(effect="deny", rule=self._string(name) if name is not None else None,
+        return ir.TestExpect.model_construct(effect="deny", rule=self._string(name) if name is not None else None,
                              span=self._span(keyword, name if name is not None else keyword))
 
     def expect_warn(self, children: list) -> ir.TestExpect:
         keyword, name = children
-        return ir.TestExpect(effect="warn", rule=self._string(name) if name is not None else None,
+        return ir.TestExpect.model_construct(effect="warn", rule=self._string(name) if name is not None else None,
                              span=self._span(keyword, name if name is not None else keyword))
 
     def expect_require(self, children: list) -> ir.TestExpect:
         keyword, kind = children
-        return ir.TestExpect(effect="require", rule=kind.value, span=self._span(keyword, kind))
+        return ir.TestExpect.model_construct(effect="require", rule=kind.value, span=self._span(keyword, kind))
 
     # ---------------------------------------------------------------- CEL
     def _node(self, node: Any, *parts: Any) -> Any:

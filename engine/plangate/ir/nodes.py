@@ -33,7 +33,7 @@ RISK_NAMES = tuple(risk.name for risk in Risk)
 
 
 class Node(BaseModel):
-    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True, defer_build=True)
 
     span: Span = NO_SPAN
 

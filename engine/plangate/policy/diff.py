@@ -135,7 +135,8 @@ def _deny_rules(old: CompiledPolicy, new: CompiledPolicy, changes: list[Change],
         question = cel.Binary("&&", _RISK_RANGE, cel.Binary("&&", denied, cel.Unary("!", allowed)))
         verdict = decide(question, activation, time_bound)
         if verdict.outcome in ("may", "must"):
-            changes.append(Change(kind, "deny rules", f"{text}: {_witness(verdict.witness)}"))
+            rules = [rule.when for rule in [*old_rules.values(), *new_rules.values()]]
+            changes.append(Change(kind, "deny rules", f"{text}: {_witness(verdict.witness, rules)}"))
         elif verdict.outcome in ("unknown", "runtime"):
             changes.append(Change("changed", "deny rules",
                                   f"whether {text[4:]} could not be decided: {verdict.reason}"))
@@ -219,11 +220,27 @@ def _schema(args: Any) -> str:
     return "{" + ", ".join(f"{a.name}: {a.type}{'?' if a.optional else ''}" for a in args) + "}"
 
 
-def _witness(witness: dict[str, Any] | None) -> str:
-    if not witness:
+def _witness(witness: dict[str, Any] | None, conditions: list[cel.Expr]) -> str:
+    """The witness values the compared conditions read (the solver also picks values for the rest)."""
+    read = {_path(node) for condition in conditions for node in cel.walk(condition)}
+    shown = {path: value for path, value in (witness or {}).items()
+             if any(path == prefix or path.startswith(prefix + ".") for prefix in read if prefix)}
+    if not shown:
         return "(any call)"
-    return ", ".join(f"`{path}` = {json.dumps(value) if isinstance(value, str) else value}"
-                     for path, value in sorted(witness.items()))
+    names = {int(risk): risk.name for risk in Risk}
+    return ", ".join(f"`{path}` = " + (names.get(value, str(value)) if path == "step.risk" else
+                                       json.dumps(value) if isinstance(value, str) else str(value))
+                     for path, value in sorted(shown.items()))
+
+
+def _path(node: cel.Expr) -> str | None:
+    fields: list[str] = []
+    while isinstance(node, cel.Select):
+        fields.append(node.field)
+        node = node.operand
+    if isinstance(node, cel.Ident) and fields:
+        return ".".join([node.name, *reversed(fields)])
+    return None
 
 
 def diff_command(old_path: str, new_path: str, output_format: str) -> int:
