@@ -138,7 +138,7 @@ def _run(code: Code, inputs: list[tuple[str, str, str]], folder: Path, monkeypat
         return run_policy_tests(policies)
     from plangate.driver import check
 
-    return check(plans, policies)
+    return check(plans, policies, {"announce_no_policy": True})
 
 
 # ------------------------------------------------------------------------------------ sections

@@ -144,7 +144,7 @@ def _check(args: argparse.Namespace) -> int:
     from plangate.diagnostics.render import render
     from plangate.driver import check
 
-    result = check(args.plans, args.policy)
+    result = check(args.plans, args.policy, {"announce_no_policy": args.format == "text"})
     color = args.output is None and args.format == "text" and _use_color(args.color, sys.stdout)
     text = render(result.diagnostics, result.sources, args.format, files=result.files, color=color,
                   tool_version=__version__)

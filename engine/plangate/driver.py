@@ -2,6 +2,9 @@
 
     read → parse+lower (syntax) → compile policies → per plan: graph → checks → sorted diagnostics
 
+Options: `announce_no_policy` adds one `no-policy` note when plans are checked without a policy
+(the text report shows it; machine formats leave it out, so a clean plan gives no diagnostics).
+
 Each stage is a function from one typed value to the next; the driver only sequences them, times
 them (for the benchmarks), and turns any failure into a diagnostic: a check that raises yields one
 `internal-error` for that check and the others still run. Nothing here renders.
@@ -179,7 +182,7 @@ def check_sources(plan_sources: Sequence[SourceFile], policy_sources: Sequence[S
         _run_checks(PLAN_CHECKS, context, diagnostics, has_policy=compiled is not None,
                     is_dag=graph.is_dag() and not graph.self_edges, timings=timings)
         timings["checks"] += time.perf_counter() - clock
-    if plans and compiled is None and not options.get("quiet_no_policy"):
+    if plans and compiled is None and options.get("announce_no_policy"):
         first = plans[0]
         diagnostics.append(diagnostic(
             "no-policy", first.id_span, "no policy was given: tools, risks, approvals, rules and limits were not checked",

@@ -12,11 +12,13 @@ from dataclasses import dataclass
 from types import ModuleType
 
 from plangate.checks import (
+    budget,
     catalogue,
     currency,
     dependency_cycle,
     expressions,
     duplicate_step,
+    limits,
     open_decision,
     policy_expressions,
     policy_structure,
@@ -52,6 +54,8 @@ PLAN_CHECKS: tuple[Check, ...] = (
     Check("retry-idempotency", retry_idempotency),
     Check("requirements", requirements, needs_policy=True),
     Check("rules", rules, needs_policy=True),
+    Check("limits", limits, needs_policy=False),
+    Check("budget", budget, needs_dag=True),
 )
 
 POLICY_CHECKS: tuple[Check, ...] = (

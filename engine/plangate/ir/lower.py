@@ -115,15 +115,17 @@ class Lowering(Transformer):
                 index += 2
         return "".join(out)
 
-    def _whole(self, token: Token, what: str, minimum: int = 0) -> int:
+    def _whole(self, token: Token, what: str, minimum: int = 0) -> int | None:
+        """The whole number `token` holds, or None (reported) when it is not one or is too small;
+        the caller then leaves the clause out rather than invent a value."""
         text = token.value
         if not text.isdigit():
             self._report("invalid-value", self._tok(token), f"{what} must be a whole number, not `{text}`")
-            return minimum
+            return None
         value = int(text)
         if value < minimum:
             self._report("invalid-value", self._tok(token), f"{what} must be at least {minimum}")
-            return minimum
+            return None
         return value
 
     def _duration(self, token: Token) -> ir.Duration:
@@ -242,7 +244,8 @@ class Lowering(Transformer):
     def budget_block(self, children: list) -> ir.Budget:
         keyword, *items, close = children
         seen: dict[str, Span] = {}
-        fields = {item.kind: item.value for item in items if self._once(seen, item.kind, item.span)}
+        fields = {item.kind: item.value for item in items
+                  if self._once(seen, item.kind, item.span) and item.value is not None}
         return ir.Budget.model_construct(span=self._span(keyword, close), **fields)
 
     def after_list(self, children: list) -> list[ir.Name]:
@@ -316,7 +319,7 @@ class Lowering(Transformer):
 
     def retry_clause(self, children: list) -> _Clause:
         keyword, number = children
-        return _Clause("retry", self._whole(number, "a retry count"), self._span(keyword, number))
+        return _Clause("retry", self._whole(number, "a retry count") or 0, self._span(keyword, number))
 
     def expect_clause(self, children: list) -> _Clause:
         keyword, expr = children
@@ -341,7 +344,7 @@ class Lowering(Transformer):
 
     def approval_spec(self, children: list) -> ir.ApprovalSpec:
         keyword, count, role, within = children
-        count_value = 1 if count is None else self._whole(count, "an approver count", 1)
+        count_value = 1 if count is None else (self._whole(count, "an approver count", 1) or 1)
         duration = self._duration(within) if within is not None else None
         last = within if within is not None else role
         return ir.ApprovalSpec.model_construct(count=count_value, role=self._string(role), within=duration,

@@ -249,6 +249,21 @@ def _merge_entries(first: CatalogueEntry, second: CatalogueEntry, diagnostics: l
             help="give the tool one argument schema in every policy"))
     elif args is None:
         args = second.args
+    differences = []
+    if first.risk is not None and second.risk is not None and first.risk != second.risk:
+        differences.append(f"risk `{first.risk.name}` against `{second.risk.name}`: "
+                           f"`{max(first.risk, second.risk).name}` is kept")
+    if first.cost_cap is not None and second.cost_cap is not None and first.cost_cap != second.cost_cap:
+        differences.append(f"cost cap {first.cost_cap} against {second.cost_cap}: {min(caps)} is kept")
+    if first.time_cap is not None and second.time_cap is not None and first.time_cap != second.time_cap:
+        differences.append(f"time cap {format_seconds(first.time_cap)} against {format_seconds(second.time_cap)}: "
+                           f"{format_seconds(min(times))} is kept")
+    for difference in differences:
+        diagnostics.append(diagnostic(
+            "policy-conflict", second.span,
+            f"policies `{first.policies[0]}` and `{second.policies[0]}` disagree on `{first.pattern}`: {difference}",
+            labels=[Label(first.span, f"`{first.policies[0]}` says this")],
+            help="combined policies keep the stricter side; make the entries agree to silence this"))
     return CatalogueEntry(
         pattern=first.pattern,
         risk=max(risks) if risks else None,

@@ -3,8 +3,9 @@
 One host object (`Runtime`) holds the compiled policy, the tool registry, the journal, the clock
 and the concurrency limit; everything about a run lives in the journal. `start` records the plan
 and policy texts with their hashes, so `resume` needs nothing but the run id: each pass re-reads the
-journal, re-parses the plan and policy it recorded, checks their hashes, and folds the records
-into the run's state. Nothing about a run is kept only in memory.
+journal, re-parses the plan and policy it recorded (parsed and checked once per text, then
+memoised), checks their hashes, and folds the records into the run's state. Nothing about a run is
+kept only in memory.
 
 A pass (`advance`) takes the steps in topological order and, for each that is not finished:
 - waits while an earlier step it depends on is unfinished; is `cancelled` after one that failed,
@@ -26,7 +27,9 @@ journal is written only from the host's thread.
 
 After a crash, an intent with no result is `outcome_unknown`. The host never calls again blindly:
 it asks the tool's reconcile hook with the key (a result: it happened; None: it did not, and the
-step is safe to call), else the run pauses until `plangate reconcile` settles it by hand.
+step is safe to call), else the run pauses until `plangate reconcile` settles it by hand. A step
+left `running` with no open intent had its failed attempt journaled just before a crash: the pass
+records that failure (retry or `failed`) before anything else.
 
 Fault injection (for the crash tests): with `PLANGATE_FAULT=step:boundary` in the environment, the
 process kills itself with SIGKILL at that boundary: `before_intent`, `after_intent`, `after_call`,
@@ -54,7 +57,7 @@ from plangate.policy.compiled import CompiledPolicy
 from plangate.policy.decide import evaluator_for
 from plangate.policy.facts import StepFacts, effective_risk, rule_activation
 from plangate.runtime.canonical import canonical_json, content_hash
-from plangate.runtime.canonical_plan import plan_hash
+from plangate.runtime.canonical_plan import canonical, plan_hash
 from plangate.runtime.journal import Journal, Record
 from plangate.runtime.tools import Outcome, ToolRegistry, bind, invoke, invoke_reconcile
 from plangate.source import SourceFile
@@ -111,8 +114,12 @@ def _now_iso(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, timezone.utc).isoformat(timespec="seconds")
 
 
-def _parse_iso(text: str) -> float:
-    return datetime.fromisoformat(text).timestamp()
+def _unexpired(expires_at: Any, now: float) -> bool:
+    """Whether an approval's expiry is still ahead; an unreadable expiry is not (fail closed)."""
+    try:
+        return datetime.fromisoformat(expires_at).timestamp() > now
+    except (TypeError, ValueError):
+        return False
 
 
 def _fault(step: str, boundary: str) -> None:
@@ -155,6 +162,9 @@ class Runtime:
         new_hash = plan_hash(plan)
         if new_hash == view.plan_hash:
             return view.plan_hash
+        if view.run_state in ("aborted", "succeeded", "failed"):  # `advance` would never run it
+            raise RuntimeError_(f"run `{run}` has ended ({view.run_state}): a new plan version applies only to "
+                                "a run in progress; start a new run")
         version = plan.version or 0
         if version <= view.plan_version:
             raise RuntimeError_(f"the new plan must have a higher `version` than {view.plan_version}, not {version}")
@@ -202,7 +212,7 @@ class Runtime:
                 view = self.view(run)
                 progressed = False
                 for step_id in _order(view.plan):
-                    if step_id in view.states and view.states[step_id] in FINISHED | {"outcome_unknown", "running"}:
+                    if step_id in view.states and view.states[step_id] in FINISHED | {"outcome_unknown"}:
                         continue
                     if any(name == step_id for name, _ in running.values()):
                         continue
@@ -265,6 +275,9 @@ class Runtime:
         if state == "verifying":  # the call returned before a crash: finish it without calling
             self._finish(view, step_id, view.last_intent.get(step_id, {}), Outcome(True, view.results.get(step_id)))
             return "changed"
+        if state == "running":  # no call in flight: its last attempt failed just before a crash
+            self._after_failure(view, step, "its error was journaled just before a crash (see `plangate log`)")
+            return "changed"
         predecessors = _predecessors(plan, step)
         for name, kind in predecessors.items():
             other = view.states.get(name)
@@ -320,7 +333,7 @@ class Runtime:
         attempt = view.attempts.get(step_id, 0) + 1
         intent = {"tool": step.call.tool, "args": args, "idempotency_key": key, "attempt": attempt,
                   "args_hash": content_hash(args), "plan_hash": view.plan_hash}
-        self.journal.append(view.run, "intent", intent, step=step_id)
+        _fold(view, self.journal.append(view.run, "intent", intent, step=step_id))  # later steps of this pass count it
         return intent
 
     def _idempotency_key(self, view: RunView, step: Step, scope: dict[str, Any]) -> str | CelError:
@@ -382,7 +395,7 @@ class Runtime:
                 if approval["role"] == role and approval["plan_hash"] == view.plan_hash
                 and approval["plan_version"] == view.plan_version and approval["tool"] == step.call.tool
                 and approval["args_hash"] == args_hash and approval.get("run") == view.run
-                and _parse_iso(approval["expires_at"]) > now
+                and isinstance(approval["approver"], str) and _unexpired(approval["expires_at"], now)
             }
             if len(approvers) < count:
                 missing.append(f'{count - len(approvers)} more approval(s) by role "{role}"')
@@ -558,7 +571,7 @@ def _load(plan_text: str, plan_file: str, policy_texts: list[tuple[str, str]]) -
 def _load_checked(plan_text: str, plan_file: str, policy_texts: tuple[tuple[str, str], ...]) -> tuple[Plan, CompiledPolicy]:
     """Parse and check once per text: every pass re-reads a run, and the texts it recorded never change."""
     result = check_sources([SourceFile(plan_file, plan_text)],
-                           [SourceFile(name, text) for name, text in policy_texts], {"quiet_no_policy": True})
+                           [SourceFile(name, text) for name, text in policy_texts], {})
     errors = [d for d in result.diagnostics if d.severity.value == "error"]
     if errors:
         first = errors[0]
@@ -579,7 +592,7 @@ def _fold(view: RunView, record: Record) -> None:
         view.plan_text = body["plan_text"]
         for step_id, state in list(view.states.items()):  # changed calls lose their completed state
             old, new = old_plan.step(step_id), plan.step(step_id)
-            if new is None or (state in GOOD and old is not None and old.call != new.call):
+            if new is None or (state in GOOD and old is not None and canonical(old.call) != canonical(new.call)):
                 view.states.pop(step_id, None)
                 view.results.pop(step_id, None)
     elif kind == "run_state":

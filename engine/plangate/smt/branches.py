@@ -38,12 +38,13 @@ that run under it, and the values of the pattern models.
 from __future__ import annotations
 
 import itertools
+import time
 from dataclasses import dataclass, field
-from typing import Iterator, Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 from plangate import budget
 from plangate.budget import Loads
-from plangate.cel.ast import Expr
+from plangate.cel.ast import Expr, Ident, walk
 from plangate.graph import PlanGraph
 from plangate.smt import solve
 from plangate.smt.encode import Encoder, Unknown, Unsupported
@@ -56,11 +57,14 @@ class StepResults(Mapping[str, object]):
 
     def __init__(self, steps: Mapping[str, object]) -> None:
         self.steps = steps
+        self.results: dict[str, object] = {}
 
     def __getitem__(self, name: str) -> object:
         if name not in self.steps:
             raise KeyError(name)
-        return {"result": Unknown(f"{name}.result")}
+        if name not in self.results:
+            self.results[name] = {"result": Unknown(f"{name}.result")}
+        return self.results[name]
 
     def __contains__(self, name: object) -> bool:
         return name in self.steps
@@ -107,6 +111,14 @@ class Worst:
     reason: str | None = None  # why `lower` may fall short of `upper`
 
 
+@dataclass
+class WeightGroup:
+    components: list[int]
+    steps: list[int]  # the steps that need some of their guards
+    combinations: list[dict[int, int]] | str  # one pattern per component; or why not enumerated
+    running: list[list[int]]  # per combination: which of `steps` run
+
+
 class Branches:
     def __init__(self, graph: PlanGraph, loads: Loads, time_bound: float) -> None:
         self.loads = loads
@@ -116,68 +128,66 @@ class Branches:
         self.never: dict[str, str] = {}  # step → the guard that rules it out
         self.components: list[Component] = []
         activation = StepResults(graph.steps)
-        for step_id in loads.steps:
-            condition = graph.steps[step_id].when
-            if condition is not None:
-                self._classify(step_id, condition, activation)
-        self._group(activation)
+        conditions = {step_id: graph.steps[step_id].when for step_id in loads.steps
+                      if graph.steps[step_id].when is not None}
+        for guards in _by_referenced_steps(conditions, graph):
+            self._classify(guards, conditions, activation)
         self.guard_sets = self._guard_sets(graph)
         self.requirements = self._requirements()
         self.static_runs = [step not in self.never for step in loads.steps]
         self._solved = False
+        self._possible_runs: list[bool] | None = None
+        self._weight_groups: list[WeightGroup] | None = None
+        self.solver_seconds = 0.0  # wall time spent waiting for the solver (for benchmarks)
 
     # -- classification ---------------------------------------------------------------------
 
-    def _classify(self, step_id: str, condition: Expr, activation: Mapping[str, object]) -> None:
+    def _classify(self, steps: list[str], conditions: Mapping[str, Expr], activation: Mapping[str, object]) -> None:
+        """Classify the conditions of `steps` (which read the same steps' results), encoding them
+        together; then split the symbolic ones into components by the values they share."""
         encoder = Encoder(activation)
+        fires: dict[str, str] = {}
+        reads: dict[str, set[str]] = {}
         try:
-            fires = encoder.fires(condition)
+            for step_id in steps:
+                encoder.touched = set()
+                fires[step_id] = encoder.fires(conditions[step_id])
+                reads[step_id] = encoder.touched
             encoder.values()  # every value's sort must be settled
-        except Unsupported as error:
-            self.guards[step_id] = Guard(step_id, condition, "runtime", error.reason)
+        except (Unsupported, RecursionError) as error:
+            if len(steps) > 1:  # classify each alone: only the culprit is decided at run time
+                for step_id in steps:
+                    self._classify([step_id], conditions, activation)
+                return
+            reason = error.reason if isinstance(error, Unsupported) else "the condition is nested too deeply"
+            self.guards[steps[0]] = Guard(steps[0], conditions[steps[0]], "runtime", reason)
             return
-        except RecursionError:
-            self.guards[step_id] = Guard(step_id, condition, "runtime", "the condition is nested too deeply")
+        linking = {variable.path for variable in encoder.variables.values()
+                   if variable.parent is not None or variable.used}
+        symbolic = []
+        for step_id in steps:
+            if fires[step_id] == "false":
+                self.never[step_id] = step_id
+            elif fires[step_id] != "true":
+                paths = tuple(sorted(reads[step_id] & linking))
+                self.guards[step_id] = Guard(step_id, conditions[step_id], "symbolic", paths=paths)
+                symbolic.append(self.guards[step_id])
+        parts = _components(symbolic)
+        if len(parts) == 1:
+            self._add_component(parts[0], encoder, [fires[guard.step] for guard in parts[0]])
             return
-        if fires == "false":
-            self.never[step_id] = step_id
-        elif fires != "true":
-            paths = tuple(variable.path for variable in encoder.variables.values()
-                          if variable.parent is not None or variable.used)
-            self.guards[step_id] = Guard(step_id, condition, "symbolic", paths=paths)
+        for part in parts:
+            alone = Encoder(activation)
+            self._add_component(part, alone, [alone.fires(guard.condition) for guard in part])
 
-    def _group(self, activation: Mapping[str, object]) -> None:
-        parent: dict[str, str] = {}
-
-        def find(item: str) -> str:
-            while parent.setdefault(item, item) != item:
-                parent[item] = parent[parent[item]]
-                item = parent[item]
-            return item
-
-        symbolic = [guard for guard in self.guards.values() if guard.kind == "symbolic"]
-        for guard in symbolic:
-            for path in guard.paths:
-                parent[find(path)] = find("guard:" + guard.step)
-        members: dict[str, list[Guard]] = {}
-        for guard in symbolic:
-            members.setdefault(find("guard:" + guard.step), []).append(guard)
-        for guards in members.values():
-            encoder = Encoder(activation)
-            try:
-                fires = [encoder.fires(guard.condition) for guard in guards]
-                lines = encoder.declarations()
-                values = encoder.values()
-            except Unsupported as error:
-                for guard in guards:
-                    guard.kind, guard.reason = "runtime", error.reason
-                continue
-            names = tuple(f"f{position}" for position in range(len(guards)))
-            lines += [f"(declare-const {name} Bool)\n(assert (= {name} {formula}))" for name, formula in zip(names, fires)]
-            group = solve.PatternGroup("\n".join(lines), names, values)
-            for guard in guards:
-                guard.component = len(self.components)
-            self.components.append(Component([guard.step for guard in guards], encoder, group))
+    def _add_component(self, guards: list[Guard], encoder: Encoder, fires: list[str]) -> None:
+        names = tuple(f"f{position}" for position in range(len(guards)))
+        lines = encoder.declarations()
+        lines += [f"(declare-const {name} Bool)\n(assert (= {name} {formula}))" for name, formula in zip(names, fires)]
+        for guard in guards:
+            guard.component = len(self.components)
+        self.components.append(Component([guard.step for guard in guards], encoder,
+                                         solve.PatternGroup("\n".join(lines), names, encoder.values())))
 
     def _guard_sets(self, graph: PlanGraph) -> list[frozenset[str]]:
         """Per step (topological position): the guards that must fire for it to run."""
@@ -230,13 +240,16 @@ class Branches:
         if self._solved:
             return
         self._solved = True
+        self._possible_runs = None
         shapes: dict[str, int] = {}
+        unique: list[solve.PatternGroup] = []
         for component in self.components:
-            shapes.setdefault(component.group.smt, len(shapes))
-        if shapes:
-            solve.prepare()
-        unique = {index: next(c.group for c in self.components if c.group.smt == text) for text, index in shapes.items()}
-        answers = solve.maximal_patterns([unique[index] for index in range(len(unique))], self.time_bound)
+            if component.group.smt not in shapes:
+                shapes[component.group.smt] = len(unique)
+                unique.append(component.group)
+        started = time.perf_counter()
+        answers = solve.maximal_patterns(unique, self.time_bound)
+        self.solver_seconds += time.perf_counter() - started
         for component in self.components:
             answer = answers[shapes[component.group.smt]]
             if answer.status != "ok":
@@ -245,26 +258,28 @@ class Branches:
             component.patterns = tuple(frozenset(component.guards[i] for i in found.fires) for found in answer.patterns)
             component.witnesses = tuple(component.encoder.decode(found.model) for found in answer.patterns)
 
-    def runs_under(self, choice: Mapping[int, int], optimistic: bool) -> list[bool]:
+    def runs_under(self, choice: Mapping[int, int]) -> list[bool]:
         """The execution in which each settled component fires the pattern `choice` gives it
-        (every settled component has one); unsettled ones fire every guard (`optimistic`) or none."""
+        (every settled component has one) and unsettled ones fire nothing."""
         runs = list(self.static_runs)
         for index, needs in self.requirements.items():
             if runs[index]:
-                runs[index] = all(self._fires(component, guards, choice, optimistic) for component, guards in needs)
+                runs[index] = all(self._fires(component, guards, choice) for component, guards in needs)
         return runs
 
-    def _fires(self, component: int, guards: frozenset[str], choice: Mapping[int, int], optimistic: bool) -> bool:
+    def _fires(self, component: int, guards: frozenset[str], choice: Mapping[int, int]) -> bool:
         patterns = self.components[component].patterns
-        return optimistic if patterns is None else guards <= patterns[choice[component]]
+        return patterns is not None and guards <= patterns[choice[component]]
 
     def possible_runs(self) -> list[bool]:
         """Every step that runs in some execution, as far as is known (an over-approximation)."""
-        runs = list(self.static_runs)
-        for index, needs in self.requirements.items():
-            if runs[index]:
-                runs[index] = all(self._possible(component, guards) for component, guards in needs)
-        return runs
+        if self._possible_runs is None:
+            runs = list(self.static_runs)
+            for index, needs in self.requirements.items():
+                if runs[index]:
+                    runs[index] = all(self._possible(component, guards) for component, guards in needs)
+            self._possible_runs = runs
+        return self._possible_runs
 
     def _possible(self, component: int, guards: frozenset[str]) -> bool:
         patterns = self.components[component].patterns
@@ -287,24 +302,39 @@ class Branches:
                             if running and index not in self.requirements)
         choice = self.default_choice()
         reasons: list[str] = []
-        for components, steps in self._weight_groups():
-            best = self._best_combination(components, steps, weights)
-            if isinstance(best, str):
-                reasons.append(best)
-                upper += sum(weights[index] for index in steps if runs[index])
-                lower += self._value(steps, weights, choice)
-            else:
-                choice.update(best[1])
-                upper += best[0]
-                lower += best[0]
-        witness = tuple(self.runs_under(choice, optimistic=False))
+        for group in self.weight_groups():
+            if isinstance(group.combinations, str):
+                reasons.append(group.combinations)
+                upper += sum(weights[index] for index in group.steps if runs[index])
+                lower += self._value(group.steps, weights, choice)
+                continue
+            values = [sum(weights[index] for index in running) for running in group.running]
+            best = max(range(len(values)), key=values.__getitem__)
+            choice.update(group.combinations[best])
+            upper += values[best]
+            lower += values[best]
+        witness = tuple(self.runs_under(choice))
         return Worst(upper, lower, witness, choice, reason="; ".join(dict.fromkeys(reasons)) or None)
 
     def _value(self, steps: Sequence[int], weights: Sequence[int], choice: Mapping[int, int]) -> int:
         return sum(weights[index] for index in steps if self.static_runs[index]
-                   and all(self._fires(c, guards, choice, False) for c, guards in self.requirements[index]))
+                   and all(self._fires(c, guards, choice) for c, guards in self.requirements[index]))
 
-    def _weight_groups(self) -> list[tuple[list[int], list[int]]]:
+    def weight_groups(self) -> list[WeightGroup]:
+        """Components joined by the steps whose guards span them, with what runs under each
+        combination of their patterns (once, after solving)."""
+        if self._weight_groups is None:
+            self._weight_groups = []
+            for components, steps in self._joined_components():
+                combinations = self._combinations(components)
+                running = [] if isinstance(combinations, str) else [
+                    [index for index in steps if self.static_runs[index] and all(
+                        self._fires(c, guards, choice) for c, guards in self.requirements[index])]
+                    for choice in combinations]
+                self._weight_groups.append(WeightGroup(components, steps, combinations, running))
+        return self._weight_groups
+
+    def _joined_components(self) -> list[tuple[list[int], list[int]]]:
         parent = list(range(len(self.components)))
 
         def find(item: int) -> int:
@@ -380,7 +410,7 @@ class Branches:
         return self._witness(choice, upper)
 
     def _witness(self, choice: dict[int, int], upper: int) -> Worst:
-        runs = self.runs_under(choice, optimistic=False)
+        runs = self.runs_under(choice)
         length, path = budget.critical_path(self.loads, runs)
         return Worst(upper, length, tuple(runs), choice, path)
 
@@ -399,13 +429,53 @@ class Branches:
                     tuple(loads.cost[i] for i in relevant), tuple(loads.seconds[i] for i in relevant),
                     tuple(tuple(keep[p] for p in loads.predecessors[i] if p in keep) for i in relevant),
                     tuple(loads.plan_position[i] for i in relevant))
-        longest = 0
         for combination in combinations:
             choice = self.default_choice()
             choice.update(combination)
-            full = self.runs_under(choice, optimistic=False)
+            full = self.runs_under(choice)
             length, _ = budget.critical_path(sub, [full[i] for i in relevant])
             if length > threshold:
                 return self._witness(choice, upper)
-            longest = max(longest, length)
-        return Worst(longest)
+        return Worst(threshold)  # relevant paths were all checked; the others are short by definition
+
+
+def _union_find() -> tuple[dict[str, str], Callable[[str], str]]:
+    parent: dict[str, str] = {}
+
+    def find(item: str) -> str:
+        while parent.setdefault(item, item) != item:
+            parent[item] = parent[parent[item]]
+            item = parent[item]
+        return item
+
+    return parent, find
+
+
+def _by_referenced_steps(conditions: Mapping[str, Expr], graph: PlanGraph) -> list[list[str]]:
+    """The conditional steps grouped by the steps their conditions name (transitively), in order.
+
+    A condition names only steps whose results its step references (the graph's "reference"
+    edges); with one such step there is nothing to look up in the condition itself."""
+    parent, find = _union_find()
+    for step_id, condition in conditions.items():
+        referenced = [p for p in graph.pred[step_id] if graph.edges[(p, step_id)].kind == "reference"]
+        if len(referenced) > 1:
+            referenced = [node.name for node in walk(condition) if isinstance(node, Ident) and node.name in graph.steps]
+        for name in referenced:
+            parent[find(name)] = find("when:" + step_id)
+    groups: dict[str, list[str]] = {}
+    for step_id in conditions:
+        groups.setdefault(find("when:" + step_id), []).append(step_id)
+    return list(groups.values())
+
+
+def _components(guards: list[Guard]) -> list[list[Guard]]:
+    """Guards split by the run-time values they share (union-find over paths), in order."""
+    parent, find = _union_find()
+    for guard in guards:
+        for path in guard.paths:
+            parent[find(path)] = find("guard:" + guard.step)
+    parts: dict[str, list[Guard]] = {}
+    for guard in guards:
+        parts.setdefault(find("guard:" + guard.step), []).append(guard)
+    return list(parts.values())

@@ -16,18 +16,23 @@ Invariants:
   run-time value may be absent: it gets a presence constant that implies its parent's presence,
   and its value is defined only when present (`has()` reads that constant).
 - One path, one variable: the same `Unknown` path is one solver constant within one encoder.
-- Sorts come from use (`int`→Int, `double`→Real, `string`→String, `bool`→Bool; a `dyn` takes the
-  sort of what it meets). Sorts are classes in a union-find, so `a == b` between two `dyn` values
-  gives them one sort, fixed by whichever use comes first; one that is never fixed is an Int. A
-  value with fields is a map. Meeting a second sort raises `Unsupported` ("used inconsistently"),
-  as does anything outside the subset (e.g. `matches`, `exists`, `null` against a run-time value):
-  the caller reports "decided at run time", never a silent true or false.
+- Sorts: a declared `Unknown` has its type's sort (`int`→Int, `double`→Real, `string`→String,
+  `bool`→Bool); a `dyn` one takes its sort from use, through a union-find of sort classes: what it
+  is compared with (a number makes it a Real — at run time it may be an int or a double, and CEL
+  compares the two by value), what arithmetic it takes part in (exactly that sort), or its use as
+  a condition (Bool). Two `dyn` values compared only with each other share one class (ordered:
+  numbers; equal: an Int if nothing else decides). A value with fields is a map. A `dyn` value
+  that meets a second sort raises `Unsupported` ("used inconsistently"), as does anything outside
+  the subset (e.g. `matches`, `exists`, `null` against a `dyn` value): the caller reports
+  "decided at run time", never a silent true or false.
+- Values of two declared types behave as the runtime's CEL (`plangate.cel.evaluate`): an int and
+  a double compare by value, other types are never equal (and not ordered: an error), arithmetic
+  never mixes types (an error).
 - The subset: booleans, ints (64-bit: overflow is an error, division truncates as in CEL),
   doubles (as reals: rounding, infinities and NaN are not modelled; a double divided by zero is
   an unconstrained real), strings (`==`, ordering, `+`, `size`, `startsWith`, `endsWith`,
-  `contains`; `size` of a run-time value is a string's length), comparisons, `in` over lists and maps whose items are known, `has()`, `?:`, and
-  `duration("1h30m")` (a number of seconds). Mixed int/double arithmetic or comparison is an error,
-  as in the runtime's CEL.
+  `contains`; `size` of a run-time value is a string's length), comparisons, `in` over lists and
+  maps whose items are known, `has()`, `?:`, and `duration("1h30m")` (a number of seconds).
 - Output is deterministic and depends only on the shape of what was encoded: constants are named
   in order of first use (`x0`, `h0`…), so two conditions of one shape give one text (the budget
   check caches solver answers by text).
@@ -36,7 +41,7 @@ Invariants:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Callable, Mapping
 
@@ -83,12 +88,13 @@ class Error:
 class SortClass:
     """A union-find node: values that must share one sort, and that sort once known."""
 
-    __slots__ = ("parent", "sort", "paths")
+    __slots__ = ("parent", "sort", "paths", "declared")
 
-    def __init__(self, sort: str | None = None, path: str | None = None) -> None:
+    def __init__(self, sort: str | None = None, path: str | None = None, declared: bool = False) -> None:
         self.parent: SortClass = self
         self.sort = sort
         self.paths: list[str] = [path] if path else []
+        self.declared = declared  # the sort is a declared type or a constant's, not inferred from use
 
     def find(self) -> "SortClass":
         node = self
@@ -226,20 +232,23 @@ def kind_of(value: object) -> str:
 
 
 SYMBOLIC = (Variable, Term, Cond)
+NUMBER_KINDS = ("int", "double")
+FIXED = {sort: SortClass(sort, declared=True) for sort in ("Int", "Real", "String", "Bool")}
+NUMERIC = ("Int", "Real")  # the sorts of constants
 
 
 class Encoder:
-    """Encodes CEL expressions over one activation; every expression shares its variables."""
+    """Encodes CEL expressions over one activation; every expression shares its variables.
+
+    `touched` collects the path of every variable reached (the caller may reset it between
+    expressions to learn which run-time values each one reads)."""
+
+    _fixed = FIXED
 
     def __init__(self, activation: Mapping[str, object]) -> None:
         self.activation = activation
         self.variables: dict[str, Variable] = {}
-        self._fixed = {sort: SortClass(sort) for sort in ("Int", "Real", "String", "Bool")}
-        self._handlers: dict[type, Callable[[Expr], object]] = {
-            Literal: self._literal, Ident: self._ident, Select: self._select, Index: self._index,
-            Call: self._call, Unary: self._unary, Binary: self._binary, Conditional: self._conditional,
-            ListExpr: self._list, MapExpr: self._map,
-        }
+        self.touched: set[str] = set()
 
     # -- the public surface -----------------------------------------------------------------
 
@@ -287,8 +296,10 @@ class Encoder:
             if not variable.used or not self.present(variable, model):
                 continue
             value = model.get(variable.name)
-            if isinstance(value, list):
-                value = float(Fraction(value[0], value[1]))
+            if isinstance(value, list):  # a real: a run-time number of unknown kind reads as an int if whole
+                number = Fraction(value[0], value[1])
+                whole = number.denominator == 1 and not variable.sort.find().declared
+                value = int(number) if whole else float(number)
             witness[variable.path] = value
         return witness
 
@@ -296,7 +307,7 @@ class Encoder:
         return variable.presence == "true" or model.get(variable.presence) is True
 
     def evaluate(self, expr: Expr) -> object:
-        return self._handlers[type(expr)](expr)
+        return HANDLERS[type(expr)](self, expr)
 
     def as_cond(self, value: object) -> Cond:
         if isinstance(value, Cond):
@@ -305,6 +316,9 @@ class Encoder:
             return TRUE if value else FALSE
         if isinstance(value, (Variable, Term)):
             term = self.term(value)
+            root = term.sort.find()
+            if root.declared and root.sort != "Bool":
+                return ERROR  # a value of another declared type: no matching overload
             self.unify(term.sort, self._fixed["Bool"], value)
             return Cond(conj(term.defined, term.text), conj(term.defined, neg(term.text)))
         return ERROR  # an error, or a value that is not a bool: CEL reports no matching overload
@@ -317,6 +331,7 @@ class Encoder:
         return value
 
     def variable(self, path: str, sort: str | None, parent: Variable | None) -> Variable:
+        self.touched.add(path)
         existing = self.variables.get(path)
         if existing is not None:
             if sort is not None:
@@ -324,7 +339,7 @@ class Encoder:
             return existing
         number = len(self.variables)
         created = Variable(path, f"x{number}", "true" if parent is None else f"h{number}",
-                           SortClass(sort, path), parent)
+                           SortClass(sort, path, declared=sort is not None), parent)
         self.variables[path] = created
         return created
 
@@ -364,17 +379,22 @@ class Encoder:
         raise Unsupported(f"a {kind_of(value)} met with a value known only at run time")
 
     def unify(self, first: SortClass, second: SortClass, culprit: object) -> str | None:
-        """Give two classes one sort; the sort (None while still open)."""
+        """Give two classes one sort; the sort (None while still open). Only open classes are
+        merged, so the shared classes of `FIXED` never change."""
         a, b = first.find(), second.find()
         if a is b:
             return a.sort
-        if a.sort is not None and b.sort is not None and a.sort != b.sort:
-            raise Unsupported(self._mismatch(a, b, culprit))
-        if a.sort is None:
-            a, b = b, a
-        b.parent = a
-        a.paths.extend(b.paths)
-        return a.sort
+        if a.sort is not None and b.sort is not None:
+            if a.sort != b.sort:
+                raise Unsupported(self._mismatch(a, b, culprit))
+            return a.sort
+        if a.sort is None and b.sort is None:
+            b.parent = a
+            a.paths.extend(b.paths)
+            return None
+        open_class, bound = (a, b) if a.sort is None else (b, a)
+        open_class.sort = bound.sort
+        return bound.sort
 
     @staticmethod
     def _mismatch(a: SortClass, b: SortClass, culprit: object) -> str:
@@ -404,12 +424,12 @@ class Encoder:
         return self.field(self.evaluate(expr.operand), expr.field)
 
     def field(self, target: object, key: str) -> object:
-        if isinstance(target, Error):
-            return target
-        if isinstance(target, Mapping):
-            return self.reach(target[key]) if key in target else Error(f"no field `{key}`")
         if isinstance(target, Variable):
             return self.child(target, key)
+        if isinstance(target, Error):
+            return target
+        if isinstance(target, (dict, Mapping)):
+            return self.reach(target[key]) if key in target else Error(f"no field `{key}`")
         if isinstance(target, (Term, Cond)):
             raise Unsupported("a field of a computed value known only at run time")
         return Error(f"no field `{key}` on a {kind_of(target)}")
@@ -428,6 +448,8 @@ class Encoder:
                 return self.variable(f"{target.path}[{key}]", None, target)
             return Error(f"no index {key!r}")
         if isinstance(target, (list, tuple)):
+            if _holds_symbolic(target):
+                raise Unsupported("an index into a list of values known only at run time")
             if isinstance(key, int) and not isinstance(key, bool) and 0 <= key < len(target):
                 return self.reach(target[key])
             return Error(f"index {key!r} out of range")
@@ -438,7 +460,8 @@ class Encoder:
         return Error(f"cannot index a {kind_of(target)}")
 
     def _list(self, expr: ListExpr) -> object:
-        return [self.evaluate(item) for item in expr.items]
+        items = [self.evaluate(item) for item in expr.items]
+        return next((item for item in items if isinstance(item, Error)), items)  # one error fails the list
 
     def _map(self, expr: MapExpr) -> object:
         result: dict[object, object] = {}
@@ -448,7 +471,10 @@ class Encoder:
                 raise Unsupported("a map key known only at run time")
             if isinstance(key, Error):
                 return key
-            result[key] = self.evaluate(value_expr)
+            value = self.evaluate(value_expr)
+            if isinstance(value, Error):
+                return value
+            result[key] = value
         return result
 
     def _unary(self, expr: Unary) -> object:
@@ -538,11 +564,52 @@ class Encoder:
             if _holds_symbolic(left) or _holds_symbolic(right):
                 raise Unsupported("comparing lists or maps with values known only at run time")
             return concrete_equal(left, right)
+        if left is None or right is None:
+            return self.equal_null(right if left is None else left)
         a, b = self.term(left), self.term(right)
-        self.unify(a.sort, b.sort, left if isinstance(left, Variable) else right)
+        sort = self.meet(a, b, left if isinstance(left, Variable) else right, ordering=False)
         defined = conj(a.defined, b.defined)
-        relation = f"(= {a.text} {b.text})"
+        if sort == "Differ":
+            return Cond("false", defined)
+        relation = f"(= {self.real(a)} {self.real(b)})" if sort == "Mixed" else f"(= {a.text} {b.text})"
         return Cond(conj(defined, relation), conj(defined, neg(relation)))
+
+    def equal_null(self, value: object) -> object:
+        """`value == null`: false for a value of a declared type; unknown ground otherwise."""
+        term = self.term(value)
+        if not term.sort.find().declared:
+            raise Unsupported("`null` met with a value known only at run time")
+        return Cond("false", term.defined)
+
+    def meet(self, a: Term, b: Term, culprit: object, ordering: bool) -> str:
+        """The sort in which two terms are compared: their shared sort, "Mixed" (numbers of two
+        sorts, compared as reals), "Differ" (declared values of two types: never equal, and not
+        ordered) or "Open" (two run-time values met only with each other, so far). A run-time
+        value that meets a number becomes a real: it may be an int or a double."""
+        ra, rb = a.sort.find(), b.sort.find()
+        if ra.sort is None and rb.sort is None:
+            if ra is not rb:
+                self.unify(ra, rb, culprit)
+            root = ra.find()
+            if ordering:
+                root.sort = "Real"
+            return root.sort or "Open"
+        if ra.sort is None or rb.sort is None:
+            open_class, bound = (ra, rb) if ra.sort is None else (rb, ra)
+            if bound.sort == "Map":
+                raise Unsupported(self._mismatch(open_class, bound, culprit))
+            open_class.sort = "Real" if bound.sort in NUMERIC else bound.sort
+        if ra.sort == rb.sort:
+            return str(ra.sort)
+        if ra.sort in NUMERIC and rb.sort in NUMERIC:
+            return "Mixed"
+        if ra.declared and rb.declared:
+            return "Differ"
+        raise Unsupported(self._mismatch(ra, rb, culprit))
+
+    @staticmethod
+    def real(term: Term) -> str:
+        return term.text if term.sort.find().sort == "Real" else f"(to_real {term.text})"
 
     def order(self, op: str, left: object, right: object) -> object:
         if isinstance(left, Error) or isinstance(right, Error):
@@ -552,14 +619,17 @@ class Encoder:
         if op in (">", ">="):
             op, left, right = ("<" if op == ">" else "<="), right, left
         a, b = self.term(left), self.term(right)
-        sort = self.unify(a.sort, b.sort, left if isinstance(left, Variable) else right)
-        if sort is None:
-            sort = self.unify(a.sort, self._fixed["Int"], left)
+        sort = self.meet(a, b, left if isinstance(left, Variable) else right, ordering=True)
         if sort == "String":
             relation = f"(str.{op} {a.text} {b.text})"
-        else:
-            self.numeric(sort, op)
+        elif sort in NUMERIC:
             relation = f"({op} {a.text} {b.text})"
+        elif sort == "Mixed":
+            relation = f"({op} {self.real(a)} {self.real(b)})"
+        elif sort == "Differ":
+            return Error(f"no `{op}` between values of two types")
+        else:
+            raise Unsupported(f"ordering {SORT_NAMES.get(sort, 'values')} known only at run time")
         defined = conj(a.defined, b.defined)
         return Cond(conj(defined, relation), conj(defined, neg(relation)))
 
@@ -574,12 +644,14 @@ class Encoder:
             candidates = [self.reach(candidate) for candidate in container]
         else:
             return Error(f"no `in` for a {kind_of(container)}")
-        result: Cond = FALSE
+        # the item and every element must evaluate; then `in` is true iff some element equals
+        defined = conj(*(self.term(value).defined for value in [item, *candidates] if isinstance(value, SYMBOLIC)))
+        found: list[Cond] = []
         for candidate in candidates:
-            found = self.equal(item, candidate)
-            found_cond = ERROR if isinstance(found, Error) else self.as_cond(found)
-            result = Cond(disj(result.true, found_cond.true), conj(result.false, found_cond.false))
-        return self.settle(result) if result != ERROR else Error("`in` fails for every item")
+            equal = self.equal(item, candidate)
+            found.append(ERROR if isinstance(equal, Error) else self.as_cond(equal))
+        result = Cond(conj(defined, disj(*(f.true for f in found))), conj(defined, *(f.false for f in found)))
+        return self.settle(result)
 
     def arithmetic(self, op: str, left: object, right: object) -> object:
         if isinstance(left, Error) or isinstance(right, Error):
@@ -587,6 +659,9 @@ class Encoder:
         if not isinstance(left, SYMBOLIC) and not isinstance(right, SYMBOLIC):
             return concrete_arithmetic(op, left, right)
         a, b = self.term(left), self.term(right)
+        ra, rb = a.sort.find(), b.sort.find()
+        if ra.sort is not None and rb.sort is not None and ra.sort != rb.sort and ra.declared and rb.declared:
+            return Error(f"no `{op}` between {SORT_NAMES[ra.sort]} and {SORT_NAMES[rb.sort]}")
         sort = self.unify(a.sort, b.sort, left if isinstance(left, Variable) else right)
         if sort is None:
             sort = self.unify(a.sort, self._fixed["Int"], left)
@@ -639,8 +714,6 @@ class Encoder:
             raise Unsupported("`duration()` of a string known only at run time")
         if isinstance(value, Error):
             return value
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return value  # durations are already numbers of seconds
         seconds = duration_seconds(value) if isinstance(value, str) else None
         return Error(f"`{value}` is not a duration") if seconds is None else seconds
 
@@ -648,6 +721,8 @@ class Encoder:
         if isinstance(value, Error):
             return value
         if isinstance(value, (str, list, tuple, Mapping)):
+            if _holds_symbolic(value):
+                raise Unsupported("the size of a list of values known only at run time")
             return len(value)
         if isinstance(value, SYMBOLIC):
             term = self.term(value)
@@ -689,32 +764,26 @@ def _holds_symbolic(value: object) -> bool:
 
 
 def concrete_equal(left: object, right: object) -> object:
-    kind = kind_of(left)
-    if kind != kind_of(right):
-        return Error(f"no `==` between a {kind} and a {kind_of(right)}")
+    """CEL equality as the runtime has it: numbers by value across int and double, values of two
+    other types never equal."""
+    kind, other = kind_of(left), kind_of(right)
+    if kind in NUMBER_KINDS and other in NUMBER_KINDS:
+        return left == right
+    if kind != other:
+        return False
     if kind == "list":
-        if len(left) != len(right):  # type: ignore[arg-type]
-            return False
-        return _all_equal(zip(left, right))  # type: ignore[call-overload]
+        return len(left) == len(right) and all(concrete_equal(a, b) is True  # type: ignore[arg-type]
+                                               for a, b in zip(left, right))  # type: ignore[call-overload]
     if kind == "map":
-        if set(left) != set(right):  # type: ignore[call-overload]
-            return False
-        return _all_equal((left[key], right[key]) for key in left)  # type: ignore[index]
+        return set(left) == set(right) and all(concrete_equal(left[key], right[key]) is True  # type: ignore[index]
+                                               for key in left)  # type: ignore[union-attr]
     return left == right
 
 
-def _all_equal(pairs) -> object:
-    for a, b in pairs:
-        result = concrete_equal(a, b)
-        if result is not True:
-            return result
-    return True
-
-
 def concrete_order(op: str, left: object, right: object) -> object:
-    kind = kind_of(left)
-    if kind != kind_of(right) or kind not in ("int", "double", "string", "bool"):
-        return Error(f"no `{op}` between a {kind} and a {kind_of(right)}")
+    kind, other = kind_of(left), kind_of(right)
+    if not ((kind in NUMBER_KINDS and other in NUMBER_KINDS) or (kind == other and kind in ("string", "bool"))):
+        return Error(f"no `{op}` between a {kind} and a {other}")
     return {"<": left < right, "<=": left <= right, ">": left > right,  # type: ignore[operator]
             ">=": left >= right}[op]  # type: ignore[operator]
 
@@ -742,3 +811,10 @@ def concrete_arithmetic(op: str, left: object, right: object) -> object:
     if op == "+" and kind in ("string", "list"):
         return left + right  # type: ignore[operator]
     return Error(f"no `{op}` for a {kind}")
+
+
+HANDLERS: dict[type, Callable[[Encoder, Expr], object]] = {
+    Literal: Encoder._literal, Ident: Encoder._ident, Select: Encoder._select, Index: Encoder._index,
+    Call: Encoder._call, Unary: Encoder._unary, Binary: Encoder._binary, Conditional: Encoder._conditional,
+    ListExpr: Encoder._list, MapExpr: Encoder._map,
+}

@@ -24,12 +24,14 @@ grown to a maximal set (first by everything its model already makes true, then o
 time), an infeasible one yields its unsat core. Every proposal either finds a new maximal set or a
 new core, so the loop ends; `max_patterns` bounds it (beyond: "unknown").
 
-Values in models: Int → int, Real → [numerator, denominator], String → str, Bool → bool. The
+Values in models: Int → int, Real → [numerator, denominator], String → str (Z3's `\\u{…}` escapes
+decoded), Bool → bool. The
 request's `time_bound` covers the whole request: each Z3 call gets the time that remains as its
 own timeout, and queries reached after the bound answer "unknown" without running.
 """
 
 import json
+import re
 import sys
 import time
 
@@ -49,7 +51,8 @@ def main() -> None:
             if z3.is_algebraic_value(value):
                 value = value.approx(20)
             return [value.numerator_as_long(), value.denominator_as_long()]
-        return value.as_string()
+        # Z3 prints characters beyond Latin-1 (and a backslash that would read as one) as \u{…}
+        return re.sub(r"\\u\{([0-9a-fA-F]+)\}", lambda match: chr(int(match.group(1), 16)), value.as_string())
 
     def read_model(solver, values):
         model = solver.model()

@@ -1,0 +1,426 @@
+"""`budget-exceeded` / `budget-unknown`: can some execution exceed the plan's budget or a limit?
+
+Figures (the contract §3, with plangate's decisions). Per attempt a step costs its declared
+`cost` (the high end), else its tool's catalogue cap, else 0; it takes its declared `time`, else
+its tool's time cap, else 0, and an attempt may take all of it. A step makes `retry + 1` attempts.
+Over the steps that run: cost = Σ attempts × cost, calls = Σ attempts, and time is the makespan
+under the policy's `limit concurrency` (none: unbounded).
+
+Which steps run: a step with `when` may or may not run; one that references a skipped step's
+result is skipped; an `after` alone only orders. Conditions that cannot hold together are never
+charged together (`plangate.smt.branches` finds which can, with the solver, only when the
+simple upper bound — every step that may run, runs — is over a bound).
+
+Bounds: the plan's `budget { cost, time, calls }` and the policy's `limit cost/time/calls`, each
+checked and reported on its own. Money that meets shares one currency (an amount without one
+adopts the others'); when step costs or a bound do not, `currency-mismatch` and the cost
+comparisons concerned are skipped (step costs that differ from the plan's currency are reported by
+the currency check; this check adds tool caps and policy limits).
+
+Verdicts per figure and bound, from the worst case's upper bound U and a witness execution
+reaching L ≤ U (U = L unless the solver left something open):
+- U ≤ bound: within, nothing said.
+- L > bound: `budget-exceeded` (error), with the witness: the steps that run and their charges,
+  the branches taken with the values that take them, and the total.
+- otherwise: `budget-unknown`, with the reason and both figures.
+Time: when the concurrency limit cannot bind (no limit, or no more steps may run than it allows),
+the makespan is the critical path, decided exactly as above. When it binds, Graham's bound
+W/m + (1 − 1/m)·L bounds every schedule: within it, fine; beyond it, the list schedule that
+starts ready steps in plan order is simulated on the worst-work execution with worst times. If
+that schedule is over the bound: `budget-exceeded` with the schedule; if only Graham's bound is:
+`budget-exceeded` as a warning — the plan cannot be proven to finish in time.
+
+`evaluate(ctx)` returns the findings with their witnesses as data (the tests replay them);
+`check(ctx)` renders them. The option `solver_time_bound` (seconds, default 5) bounds the one
+batch of solver work.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+from fractions import Fraction
+from typing import Iterator, Sequence
+
+from plangate.budget import Loads, Schedule, graham_bound, list_schedule, critical_path
+from plangate.cel.ast import to_source
+from plangate.checks.context import PlanContext
+from plangate.checks.currency import plan_currency
+from plangate.checks.limits import money_text, shared_currency
+from plangate.diagnostics import Diagnostic, Label, Severity, diagnostic
+from plangate.policy.compiled import CatalogueEntry
+from plangate.smt.branches import Branches, Worst
+from plangate.source import Span
+
+DEFAULT_TIME_BOUND = 5.0
+LISTED = 8  # steps named in a note before "… and N more"
+
+
+@dataclass(frozen=True)
+class Bound:
+    figure: str  # "cost" | "calls" | "time"
+    value: int  # in the figure's unit: money × scale, calls, seconds
+    described: str  # "the plan's budget of `100 usd`" | "`limit cost <= 100 usd` of policy `p`"
+    span: Span
+    labels: tuple[Label, ...] = ()
+
+
+@dataclass(frozen=True)
+class Finding:
+    bound: Bound
+    verdict: str  # "exceeded" | "unprovable" | "unknown"
+    worst: Worst
+    workers: int | None = None  # the concurrency limit, when it binds
+    schedule: Schedule | None = None
+    graham: Fraction | None = None
+
+
+@dataclass
+class Report:
+    loads: Loads
+    branches: Branches | None
+    currency: str | None
+    scale: int
+    bounds: list[Bound] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+
+def check(ctx: PlanContext) -> Iterator[Diagnostic]:
+    report = evaluate(ctx)
+    yield from report.diagnostics
+    for finding in report.findings:
+        yield _render(report, finding)
+
+
+def evaluate(ctx: PlanContext) -> Report:
+    loads, costs, currency, scale, diagnostics = _loads(ctx)
+    bounds = _bounds(ctx, currency, scale, costs_comparable=costs, diagnostics=diagnostics)
+    report = Report(loads, None, currency, scale, bounds, diagnostics=diagnostics)
+    if not bounds:
+        return report
+    time_bound = float(ctx.options.get("solver_time_bound", DEFAULT_TIME_BOUND))
+    branches = Branches(ctx.graph, loads, time_bound)
+    report.branches = branches
+    for guard in branches.runtime_guards():
+        condition = ctx.graph.steps[guard.step].when
+        assert condition is not None
+        diagnostics.append(diagnostic(
+            "decided-at-run-time", condition.span,
+            f"the `when` of step `{guard.step}` is decided at run time ({guard.reason}): budgets count "
+            f"the step as possibly running"))
+    weights = {"cost": [a * c for a, c in zip(loads.attempts, loads.cost)], "calls": list(loads.attempts)}
+    for figure in ("cost", "calls"):
+        figure_bounds = [bound for bound in bounds if bound.figure == figure]
+        if not figure_bounds:
+            continue
+        worst = branches.maximum(weights[figure], min(bound.value for bound in figure_bounds))
+        for bound in figure_bounds:
+            verdict = _verdict(worst, bound.value)
+            if verdict is not None:
+                report.findings.append(Finding(bound, verdict, worst))
+    for bound in (bound for bound in bounds if bound.figure == "time"):
+        finding = _time(ctx, branches, loads, bound)
+        if finding is not None:
+            report.findings.append(finding)
+    return report
+
+
+def _verdict(worst: Worst, bound: int) -> str | None:
+    if worst.upper <= bound:
+        return None
+    return "exceeded" if worst.lower > bound else "unknown"
+
+
+def _time(ctx: PlanContext, branches: Branches, loads: Loads, bound: Bound) -> Finding | None:
+    limit = ctx.policy.limit("concurrency") if ctx.policy is not None else None
+    workers = max(1, limit.count) if limit is not None and limit.count is not None else None
+    if workers is None or sum(branches.possible_runs()) <= workers:
+        worst = branches.critical(bound.value)
+        verdict = _verdict(worst, bound.value)
+        return Finding(bound, verdict, worst) if verdict is not None else None
+    work = [a * s for a, s in zip(loads.attempts, loads.seconds)]
+    runs = branches.possible_runs()
+    simple = graham_bound(sum(w for w, running in zip(work, runs) if running), critical_path(loads, runs)[0], workers)
+    if simple <= bound.value:
+        return None
+    most = branches.maximum(work, None)
+    longest, _ = critical_path(loads, branches.possible_runs())
+    graham = graham_bound(most.upper, longest, workers)
+    if graham <= bound.value:
+        return None
+    assert most.runs is not None
+    schedule = list_schedule(loads, most.runs, workers)
+    verdict = "exceeded" if schedule.makespan > bound.value else "unprovable"
+    return Finding(bound, verdict, most, workers, schedule, graham)
+
+
+# -- figures and bounds ------------------------------------------------------------------------
+
+def _loads(ctx: PlanContext) -> tuple[Loads, bool, str | None, int, list[Diagnostic]]:
+    """Per step in topological order: attempts, cost, seconds; whether costs share a currency."""
+    position = {step_id: index for index, step_id in enumerate(ctx.graph.steps)}
+    order = ctx.graph.topological_order()
+    currency, _ = plan_currency(ctx)
+    diagnostics: list[Diagnostic] = []
+    comparable = True
+    amounts: list[Decimal] = []
+    seconds: list[int] = []
+    entries: dict[str, CatalogueEntry | None] = {}
+    for step_id in order:
+        step = ctx.graph.steps[step_id]
+        entry = None
+        if ctx.policy is not None and step.call is not None:
+            if step.call.tool not in entries:
+                entries[step.call.tool] = ctx.policy.match(step.call.tool)
+            entry = entries[step.call.tool]
+        if step.cost is not None:
+            amount, unit = step.cost.high.amount, step.cost.high.currency
+            comparable &= shared_currency(unit, currency)[0]  # a mismatch here is the currency check's
+        elif entry is not None and entry.cost_cap is not None:
+            amount, unit = entry.cost_cap, entry.currency
+            currency = currency or unit
+            if not shared_currency(unit, currency)[0]:
+                comparable = False
+                assert step.call is not None
+                diagnostics.append(diagnostic(
+                    "currency-mismatch", step.call.tool_span,
+                    f"step `{step_id}` is charged the `{money_text(amount, unit)}` cap of tool "
+                    f"`{entry.pattern}`, but the plan counts in `{currency}`",
+                    labels=[Label(entry.span, "the cap is here")],
+                    help=f"declare the step's `cost` in `{currency}`"))
+        else:
+            amount = Decimal(0)
+        amounts.append(amount)
+        if step.time is not None:
+            seconds.append(step.time.seconds)
+        elif entry is not None and entry.time_cap is not None:
+            seconds.append(entry.time_cap)
+        else:
+            seconds.append(0)
+    limit = ctx.policy.limit("cost") if ctx.policy is not None else None
+    if currency is None and limit is not None:
+        currency = limit.currency
+    scale = _scale(amounts + _bound_amounts(ctx))
+    order_index = {step_id: index for index, step_id in enumerate(order)}
+    pred = ctx.graph.pred
+    predecessors = tuple(tuple(sorted(order_index[p] for p in pred[step_id])) for step_id in order)
+    loads = Loads(tuple(order), tuple(ctx.graph.steps[s].retry + 1 for s in order),
+                  tuple(int(amount * scale) for amount in amounts), tuple(seconds), predecessors,
+                  tuple(position[s] for s in order))
+    return loads, comparable, currency, scale, diagnostics
+
+
+def _bound_amounts(ctx: PlanContext) -> list[Decimal]:
+    amounts = []
+    if ctx.plan.budget is not None and ctx.plan.budget.cost is not None:
+        amounts.append(ctx.plan.budget.cost.amount)
+    limit = ctx.policy.limit("cost") if ctx.policy is not None else None
+    if limit is not None and limit.amount is not None:
+        amounts.append(limit.amount)
+    return amounts
+
+
+def _scale(amounts: Sequence[Decimal]) -> int:
+    places = max((-amount.as_tuple().exponent for amount in amounts  # type: ignore[operator]
+                  if amount.is_finite()), default=0)
+    return 10 ** max(0, places)
+
+
+def _bounds(ctx: PlanContext, currency: str | None, scale: int, *, costs_comparable: bool,
+            diagnostics: list[Diagnostic]) -> list[Bound]:
+    bounds: list[Bound] = []
+    budget = ctx.plan.budget
+    if budget is not None:
+        if budget.cost is not None and costs_comparable and shared_currency(budget.cost.currency, currency)[0]:
+            bounds.append(Bound("cost", int(budget.cost.amount * scale), f"the plan's budget of `{budget.cost}`",
+                                budget.cost.span))
+        if budget.time is not None:
+            bounds.append(Bound("time", budget.time.seconds, f"the plan's budget of `{budget.time}`", budget.time.span))
+        if budget.calls is not None:
+            plural = "s" if budget.calls != 1 else ""
+            bounds.append(Bound("calls", budget.calls, f"the plan's budget of {budget.calls} call{plural}", budget.span))
+    if ctx.policy is None:
+        return bounds
+    for name in ("cost", "time", "calls"):
+        limit = ctx.policy.limit(name)
+        if limit is None:
+            continue
+        owner = f"`limit {name} <= {limit.text()}` of policy `{limit.policy}`"
+        labels = (Label(limit.span, "the limit is here"),)
+        if name == "cost" and limit.amount is not None:
+            if not shared_currency(limit.currency, currency)[0]:
+                declared = budget.cost if budget is not None else None
+                if declared is None or shared_currency(declared.currency, limit.currency)[0]:  # else limits said it
+                    diagnostics.append(diagnostic(
+                        "currency-mismatch", ctx.plan.id_span,
+                        f"the plan counts in `{currency}`, but {owner} is in `{limit.currency}`",
+                        labels=labels, help="state the plan's costs in the currency of the limit"))
+            elif costs_comparable:
+                bounds.append(Bound("cost", int(limit.amount * scale), owner, ctx.plan.id_span, labels))
+        elif name == "time" and limit.seconds is not None:
+            bounds.append(Bound("time", limit.seconds, owner, ctx.plan.id_span, labels))
+        elif name == "calls" and limit.count is not None:
+            bounds.append(Bound("calls", limit.count, owner, ctx.plan.id_span, labels))
+    return bounds
+
+
+# -- rendering ---------------------------------------------------------------------------------
+
+def _render(report: Report, finding: Finding) -> Diagnostic:
+    bound, worst = finding.bound, finding.worst
+    figure = bound.figure
+    if finding.verdict == "unknown":
+        return diagnostic(
+            "budget-unknown", bound.span,
+            f"cannot tell whether the worst-case {_figure_name(figure)} stays within {bound.described}: "
+            f"{worst.reason}",
+            labels=bound.labels,
+            notes=[f"the worst case is between {_amount(report, figure, worst.lower)} and "
+                   f"{_amount(report, figure, worst.upper)}"],
+            help="simplify the conditions that share results, or raise `solver_time_bound`")
+    notes = _execution_notes(report, finding)
+    if finding.schedule is not None:
+        assert finding.workers is not None and finding.graham is not None
+        if finding.verdict == "unprovable":
+            return diagnostic(
+                "budget-exceeded", bound.span,
+                f"cannot prove the plan finishes within {bound.described}: with {finding.workers} "
+                f"steps at a time Graham's bound is `{_duration(finding.graham)}`",
+                labels=bound.labels, severity=Severity.WARNING,
+                notes=[f"Graham's bound W/m + (1 − 1/m)·L with W = {_duration(worst.upper)} of work, "
+                       f"m = {finding.workers} and L = the longest path",
+                       f"the list schedule in plan order takes {_duration(finding.schedule.makespan)}", *notes],
+                help="raise the time budget, shorten steps, or raise `limit concurrency`")
+        return diagnostic(
+            "budget-exceeded", bound.span,
+            f"with {finding.workers} steps at a time the plan can take `{_duration(finding.schedule.makespan)}`, "
+            f"over {bound.described}",
+            labels=bound.labels, notes=notes,
+            help="raise the time budget, shorten steps, or raise `limit concurrency`")
+    verb = {"cost": "can cost", "calls": "can make", "time": "can take"}[figure]
+    return diagnostic(
+        "budget-exceeded", bound.span,
+        f"the plan {verb} {_amount(report, figure, worst.lower, quoted=True)}, over {bound.described}",
+        labels=bound.labels, notes=notes,
+        help={"cost": "lower costs or retries, make steps conditional, or raise the budget",
+              "calls": "lower retries or steps, or raise the budget",
+              "time": "shorten the critical path or raise the budget"}[figure])
+
+
+def _figure_name(figure: str) -> str:
+    return {"cost": "cost", "calls": "number of calls", "time": "time"}[figure]
+
+
+def _amount(report: Report, figure: str, value: int | Fraction, quoted: bool = False) -> str:
+    if figure == "cost":
+        text = money_text(Decimal(int(value)) / report.scale, report.currency)
+    elif figure == "calls":
+        return f"{value} tool call{'s' if value != 1 else ''}"
+    else:
+        text = _duration(value)
+    return f"`{text}`" if quoted else text
+
+
+def _duration(seconds: int | Fraction) -> str:
+    value = Fraction(seconds)
+    days, rest = divmod(int(value), 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, whole_seconds = divmod(rest, 60)
+    parts = [f"{count}{unit}" for count, unit in ((days, "d"), (hours, "h"), (minutes, "m")) if count]
+    rest_seconds = whole_seconds + (value - int(value))
+    if rest_seconds or not parts:
+        parts.append(f"{rest_seconds}s" if rest_seconds.denominator == 1 else f"{float(rest_seconds):.1f}s")
+    return "".join(parts)
+
+
+def _execution_notes(report: Report, finding: Finding) -> list[str]:
+    worst, loads, branches = finding.worst, report.loads, report.branches
+    assert worst.runs is not None and branches is not None
+    runs = worst.runs
+    figure = finding.bound.figure
+    notes = []
+    if figure == "time" and finding.schedule is None:
+        notes.append("critical path: " + _listed([_time_charge(loads, i) for i in worst.path], " → ")
+                     + f" = {_duration(worst.lower)}")
+    elif finding.schedule is not None:
+        entries = [f"`{loads.steps[i]}` {_duration(start)}–{_duration(end)}" for i, start, end in finding.schedule.starts]
+        notes.append(f"schedule with {finding.workers} at a time, ready steps started in plan order: "
+                     + _listed(entries, ", "))
+    else:
+        running = [i for i in range(len(loads)) if runs[i]]
+        charge = (lambda i: loads.attempts[i] * loads.cost[i]) if figure == "cost" else (lambda i: loads.attempts[i])
+        largest = sorted(running, key=lambda i: (-charge(i), i))
+        described = [_cost_charge(report, i) if figure == "cost" else _attempts(loads, i) for i in largest]
+        notes.append(f"worst case: {len(running)} of {len(loads)} steps run; " + _listed(described, ", "))
+    notes.extend(_branch_notes(report, runs, worst))
+    assumed = branches.assumed(runs)
+    if assumed:
+        notes.append("this execution takes the run-time conditions of " + _listed([f"`{s}`" for s in assumed], ", ")
+                     + " to hold")
+    if worst.reason is not None:
+        notes.append(f"conditions left open ({worst.reason}) are taken not to hold; the worst case may be higher")
+    return notes
+
+
+def _listed(items: list[str], separator: str) -> str:
+    if len(items) <= LISTED + 1:
+        return separator.join(items)
+    return separator.join(items[:LISTED]) + f"{separator}… and {len(items) - LISTED} more"
+
+
+def _attempts(loads: Loads, index: int) -> str:
+    attempts = loads.attempts[index]
+    return f"`{loads.steps[index]}` ({attempts} attempt{'s' if attempts != 1 else ''})"
+
+
+def _cost_charge(report: Report, index: int) -> str:
+    loads = report.loads
+    unit = money_text(Decimal(loads.cost[index]) / report.scale, report.currency)
+    attempts = loads.attempts[index]
+    if attempts == 1:
+        return f"`{loads.steps[index]}` ({unit})"
+    return f"`{loads.steps[index]}` ({attempts} attempts × {unit})"
+
+
+def _time_charge(loads: Loads, index: int) -> str:
+    attempts, seconds = loads.attempts[index], loads.seconds[index]
+    if attempts == 1:
+        return f"`{loads.steps[index]}` ({_duration(seconds)})"
+    return f"`{loads.steps[index]}` ({attempts} × {_duration(seconds)})"
+
+
+def _branch_notes(report: Report, runs: Sequence[bool], worst: Worst) -> list[str]:
+    """Which correlated conditions hold in the witness, with the values that decide them."""
+    branches = report.branches
+    assert branches is not None
+    values = branches.witness_values(worst.choice)
+    taken, skipped = [], []
+    for guard in branches.guards.values():
+        component = branches.components[guard.component] if guard.kind == "symbolic" else None
+        if component is None or component.patterns is None:
+            continue  # decided at run time, or left open: said in other notes
+        index = branches.position[guard.step]
+        fires = guard.step in component.patterns[worst.choice[guard.component]]
+        if len(component.guards) == 1 and fires:
+            continue  # an independent condition that holds says nothing of interest
+        shown = ", ".join(f"`{path}` = {_value(values[path])}" for path in guard.paths if path in values)
+        because = f" (`{to_source(guard.condition)}`" + (f" with {shown})" if shown else ")")
+        if fires and runs[index]:
+            taken.append(f"`{guard.step}`{because}")
+        elif not fires:
+            skipped.append(f"`{guard.step}`{because}")
+    notes = []
+    if taken:
+        notes.append("conditions that hold: " + _listed(taken, "; "))
+    if skipped:
+        notes.append("conditions that do not hold (so those steps are skipped): " + _listed(skipped, "; "))
+    return notes
+
+
+def _value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return repr(value)

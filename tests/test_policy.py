@@ -1,0 +1,408 @@
+"""Policy as code: `plangate test`, `plangate policy diff`, and several policies combined in `check`.
+
+- `plangate test` runs the `test` blocks of policies; the repository's own policies pass, and a
+  failing expectation is a `policy-test-failed` diagnostic at its `expect` line (exit 1), with a
+  "did you mean" when it names a rule that does not exist.
+- `plangate policy diff OLD NEW` compares two policies by meaning: exit 0 when they allow and deny
+  the same calls, 1 when they differ (the changes sorted into loosened / tightened / changed, deny
+  rules with a witness call), 2 when either file is broken.
+- `plangate check --policy a --policy b` combines policies: the tightest limit wins and any deny
+  wins.
+
+Small policies are written into `tmp_path` from one base text, so that each case changes one line.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from plangate.cli import main
+from plangate.diagnostics import Severity
+from plangate.driver import check
+
+ROOT = Path(__file__).resolve().parents[1]
+BASELINE = ROOT / "policies" / "baseline.policy"
+STRICT = ROOT / "policies" / "strict.policy"
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def line_of(text: str, needle: str) -> int:
+    (number,) = [n for n, line in enumerate(text.splitlines(), start=1) if needle in line]
+    return number
+
+
+def line_after(text: str, header: str, needle: str) -> int:
+    """The first line holding `needle` after the line holding `header`."""
+    start = line_of(text, header)
+    return next(n for n, line in enumerate(text.splitlines(), start=1) if n > start and needle in line)
+
+
+# ---------------------------------------------------------------------------------- plangate test
+
+def test_repository_policies_pass(capsys):
+    code, out, _ = run(capsys, "test", BASELINE, STRICT)
+    assert code == 0, out
+    assert "FAIL" not in out
+    tests = sum(len(re.findall(r'^\s*test "', p.read_text(encoding="utf-8"), re.M)) for p in (BASELINE, STRICT))
+    assert tests >= 17  # 13 in the baseline, 4 in strict
+    assert f"{tests} passed, 0 failed" in out
+
+
+def test_repository_policies_pass_in_json(capsys):
+    code, out, _ = run(capsys, "test", BASELINE, STRICT, "--format", "json")
+    assert code == 0
+    report = json.loads(out)
+    assert report["diagnostics"] == []
+    assert report["summary"]["errors"] == 0
+
+
+FAILING = """\
+policy shop {
+  version 1
+  tool payments.refund { risk irreversible  args { charge_id: string, amount: double, currency: string } }
+  tool http.get        { risk read_only     args { url: string } }
+  unknown_tools deny
+
+  require approval when step.risk >= external_write by role "operator" within 1h
+
+  deny "refund-cap"   when call.tool == "payments.refund" && args.amount > 500.0
+  warn "large-refund" when call.tool == "payments.refund" && args.amount > 200.0
+
+  test "a small refund is denied" {
+    call   payments.refund(charge_id: "ch_1", amount: 10.0, currency: "USD")
+    expect deny
+  }
+
+  test "an unknown tool is allowed" {
+    call   shell.exec(cmd: "rm -rf /")
+    expect allow
+  }
+
+  test "a large refund warns" {
+    call   payments.refund(charge_id: "ch_1", amount: 300.0, currency: "USD")
+    expect warn "large-refunds"
+  }
+
+  test "a refund needs an approval" {
+    call   payments.refund(charge_id: "ch_1", amount: 300.0, currency: "USD")
+    expect allow
+    expect require approval
+    expect warn "large-refund"
+  }
+
+  test "a read needs an approval" {
+    call   http.get(url: "https://example.com")
+    expect allow
+    expect require approval
+  }
+}
+"""
+
+
+def test_failing_policy_tests_exit_1_at_their_expect_lines(tmp_path, capsys):
+    path = write(tmp_path, "shop.policy", FAILING)
+    code, out, _ = run(capsys, "test", path, "--format", "json")
+    assert code == 1
+    report = json.loads(out)
+    assert report["summary"]["errors"] == 4
+    failures = [d for d in report["diagnostics"] if d["name"] == "policy-test-failed"]
+    assert len(failures) == len(report["diagnostics"]) == 4, [d["message"] for d in report["diagnostics"]]
+    assert all(d["severity"] == "error" and d["file"] == str(path) for d in failures)
+    by_line = {d["span"]["start"]["line"]: d for d in failures}
+
+    # expect deny on a call that no rule denies
+    deny = line_after(FAILING, 'test "a small refund is denied"', "expect deny")
+    # expect allow for a tool outside the catalogue, under `unknown_tools deny`
+    unknown = line_after(FAILING, 'test "an unknown tool is allowed"', "expect allow")
+    # expect warn with a misspelt rule name
+    misspelt = line_after(FAILING, 'test "a large refund warns"', 'expect warn "large-refunds"')
+    # expect require approval on a read-only call
+    read = line_after(FAILING, 'test "a read needs an approval"', "expect require approval")
+    assert sorted(by_line) == sorted([deny, unknown, misspelt, read])
+
+    assert "a small refund is denied" in by_line[deny]["message"]
+    assert "decides: allow" in by_line[deny]["message"]
+    assert "not in the catalogue" in by_line[unknown]["message"]
+    assert by_line[misspelt]["help"] == "did you mean `large-refund`?"
+    assert "expects `require approval`" in by_line[read]["message"]
+    # The passing test ("a refund needs an approval": allow, require approval, warn) adds nothing.
+
+
+def test_failing_policy_tests_text_report(tmp_path, capsys):
+    path = write(tmp_path, "shop.policy", FAILING)
+    code, out, _ = run(capsys, "test", path)
+    assert code == 1
+    assert "1 passed, 4 failed" in out
+    assert "ok   shop › a refund needs an approval" in out
+    assert "FAIL shop › an unknown tool is allowed" in out
+    assert "policy-test-failed" in out
+    assert "did you mean `large-refund`?" in out
+
+
+def test_expect_require_approval(tmp_path, capsys):
+    text = """\
+policy approvals {
+  version 1
+  tool dns.route { risk external_write  args { host: string, target: string } }
+  tool http.get  { risk read_only       args { url: string } }
+  require approval when step.risk >= external_write by role "operator" within 1h
+
+  test "a route needs an approval" {
+    call   dns.route(host: "v2.example.com", target: "pv-42")
+    expect allow
+    expect require approval
+  }
+
+  test "a read declared external_write needs one too" {
+    call   http.get(url: "https://example.com")
+    risk   external_write
+    expect require approval
+  }
+}
+"""
+    code, out, _ = run(capsys, "test", write(tmp_path, "approvals.policy", text))
+    assert code == 0, out
+    assert "2 passed, 0 failed" in out
+
+    failing = text.replace("    risk   external_write\n", "")
+    code, out, _ = run(capsys, "test", write(tmp_path, "approvals2.policy", failing), "--format", "json")
+    assert code == 1
+    (failure,) = json.loads(out)["diagnostics"]
+    assert failure["name"] == "policy-test-failed"
+    assert failure["span"]["start"]["line"] == line_after(failing, 'test "a read declared', "expect require approval")
+    assert "expects `require approval`" in failure["message"]
+
+
+def test_unreadable_policy_exits_2(tmp_path, capsys):
+    code, _, _ = run(capsys, "test", tmp_path / "missing.policy")
+    assert code == 2
+
+
+# ---------------------------------------------------------------------------------- policy diff
+
+BASE = """\
+policy shop {
+  version 1
+  tool payments.refund { risk irreversible    args { charge_id: string, amount: double, currency: string } }
+  tool dns.route       { risk external_write  args { host: string, target: string } }
+  tool deploy.*        { risk reversible_write }
+  tool http.get        { risk read_only       args { url: string } }
+  unknown_tools deny
+
+  require approval    when step.risk >= external_write by role "operator" within 1h
+  require approval    when step.risk == irreversible   by 2 of role "approver" within 15m
+  require check       when step.risk >= reversible_write
+  require idempotency when step.risk >= reversible_write
+
+  deny "refund-cap" when call.tool == "payments.refund" && args.amount > 500.0
+
+  limit retries <= 3
+  limit cost    <= 100 usd
+}
+"""
+
+
+def diff(tmp_path: Path, capsys, new_text: str, old_text: str = BASE) -> tuple[int, list[dict]]:
+    old = write(tmp_path, "old.policy", old_text)
+    new = write(tmp_path, "new.policy", new_text)
+    code, out, err = run(capsys, "policy", "diff", old, new, "--format", "json")
+    assert code in (0, 1), err
+    report = json.loads(out)
+    assert report["old"] == str(old) and report["new"] == str(new)
+    for change in report["changes"]:
+        assert set(change) == {"kind", "subject", "text"}
+        assert change["kind"] in ("loosened", "tightened", "changed")
+    return code, report["changes"]
+
+
+def changed(text: str, old: str, new: str) -> str:
+    assert old in text, old
+    return text.replace(old, new)
+
+
+def test_identical_policies(tmp_path, capsys):
+    code, changes = diff(tmp_path, capsys, BASE)
+    assert (code, changes) == (0, [])
+    code, out, _ = run(capsys, "policy", "diff", BASELINE, BASELINE)
+    assert code == 0
+    assert "allow and deny the same calls" in out
+
+
+def test_same_meaning_different_text(tmp_path, capsys):
+    # Comments, spacing and the order of items do not matter: only what the policy decides.
+    lines = BASE.splitlines()
+    reordered = "\n".join([lines[0], lines[1], "  # the catalogue, reordered"] + lines[2:7][::-1] + lines[7:]) + "\n"
+    reordered = reordered.replace("limit retries <= 3", "limit retries   <=   3   # as before")
+    code, changes = diff(tmp_path, capsys, reordered)
+    assert (code, changes) == (0, [])
+
+
+def test_raising_a_refund_cap_is_loosened_with_a_witness(tmp_path, capsys):
+    new = changed(BASE, "args.amount > 500.0", "args.amount > 800.0")
+    code, changes = diff(tmp_path, capsys, new)
+    assert code == 1
+    loosened = [c for c in changes if c["kind"] == "loosened"]
+    assert loosened, changes
+    (rules,) = [c for c in loosened if c["subject"] == "deny rules"]
+    witness = re.search(r"`args\.amount` = (-?[0-9.]+)", rules["text"])
+    assert witness, rules["text"]
+    assert 500.0 < float(witness.group(1)) <= 800.0  # OLD denies it, NEW allows it
+    assert '`call.tool` = "payments.refund"' in rules["text"]
+    assert not [c for c in changes if c["kind"] == "tightened"], changes
+
+
+def test_lowering_a_refund_cap_is_tightened(tmp_path, capsys):
+    new = changed(BASE, "args.amount > 500.0", "args.amount > 100.0")
+    code, changes = diff(tmp_path, capsys, new)
+    assert code == 1
+    (rules,) = [c for c in changes if c["subject"] == "deny rules"]
+    assert rules["kind"] == "tightened"
+    witness = re.search(r"`args\.amount` = (-?[0-9.]+)", rules["text"])
+    assert witness and 100.0 < float(witness.group(1)) <= 500.0, rules["text"]
+
+
+def test_lowering_a_limit_is_tightened(tmp_path, capsys):
+    code, changes = diff(tmp_path, capsys, changed(BASE, "limit retries <= 3", "limit retries <= 1"))
+    assert code == 1
+    assert changes == [{"kind": "tightened", "subject": "limit retries", "text": "`limit retries` 3 → 1"}]
+    code, changes = diff(tmp_path, capsys, changed(BASE, "limit cost    <= 100 usd", "limit cost    <= 250 usd"))
+    assert code == 1
+    assert [(c["kind"], c["subject"]) for c in changes] == [("loosened", "limit cost")]
+
+
+def test_unknown_tools_warn_is_loosened(tmp_path, capsys):
+    code, changes = diff(tmp_path, capsys, changed(BASE, "unknown_tools deny", "unknown_tools warn"))
+    assert code == 1
+    assert [(c["kind"], c["subject"]) for c in changes] == [("loosened", "unknown_tools")]
+    code, changes = diff(tmp_path, capsys, BASE, old_text=changed(BASE, "unknown_tools deny", "unknown_tools warn"))
+    assert [(c["kind"], c["subject"]) for c in changes] == [("tightened", "unknown_tools")]
+
+
+def test_dropping_the_external_write_approval_is_loosened(tmp_path, capsys):
+    # The operator approval now applies to irreversible steps only: external_write steps lose it.
+    new = changed(BASE, 'when step.risk >= external_write by role "operator"',
+                  'when step.risk == irreversible   by role "operator"')
+    code, changes = diff(tmp_path, capsys, new)
+    assert code == 1
+    assert [(c["kind"], c["subject"]) for c in changes] == [("loosened", "external_write steps")]
+    assert 'role "operator"' in changes[0]["text"]
+
+    # Removed outright: both classes that needed it are loosened, nothing else moves.
+    new = "".join(line for line in BASE.splitlines(keepends=True) if 'role "operator"' not in line)
+    code, changes = diff(tmp_path, capsys, new)
+    assert code == 1
+    assert sorted((c["kind"], c["subject"]) for c in changes) == [
+        ("loosened", "external_write steps"), ("loosened", "irreversible steps")]
+
+
+def test_a_broken_policy_exits_2(tmp_path, capsys):
+    broken = write(tmp_path, "broken.policy", changed(BASE, "limit cost    <= 100 usd", "limit cost <= 100 usd +"))
+    good = write(tmp_path, "good.policy", BASE)
+    for old, new in ((good, broken), (broken, good)):
+        code, out, err = run(capsys, "policy", "diff", old, new, "--format", "json")
+        assert code == 2
+        assert "syntax-error" in err
+        assert out == ""
+    code, _, _ = run(capsys, "policy", "diff", good, tmp_path / "missing.policy")
+    assert code == 2
+
+
+# ---------------------------------------------------------------------------------- combined check
+
+REPORTS = """\
+plan nightly_reports {
+  version 1
+  step daily {
+    call   db.query(database: "orders", env: "prod", sql: "SELECT count(*) FROM orders")
+    risk   read_only
+    cost   40 usd
+    time   5m
+  }
+  step weekly {
+    call   db.query(database: "orders", env: "prod", sql: "SELECT sum(total) FROM orders")
+    risk   read_only
+    cost   40 usd
+    time   5m
+  }
+  step monthly {
+    call   db.query(database: "orders", env: "prod", sql: "SELECT avg(total) FROM orders")
+    risk   read_only
+    cost   40 usd
+    time   5m
+    retry  3
+  }
+}
+"""
+
+REFUND = """\
+plan refund_150 {
+  version 1
+  step refund {
+    call        payments.refund(charge_id: "ch_1", amount: 150.0, currency: "USD")
+    risk        irreversible
+    idempotency "refund-ch_1"
+    approval    by role "operator" within 30m
+    approval    by 2 of role "approver" within 15m
+  }
+  check refunded after refund {
+    call   payments.get_refund(id: refund.result.refund_id)
+    expect result.status == "succeeded"
+  }
+}
+"""
+
+
+def problems(plan: Path, *policies: Path) -> list:
+    result = check([str(plan)], [str(p) for p in policies])
+    return [d for d in result.diagnostics if d.severity in (Severity.ERROR, Severity.WARNING)]
+
+
+def test_combined_policies_tightest_limit_wins(tmp_path):
+    plan = write(tmp_path, "reports.plan", REPORTS)
+    # 6 attempts × 40 usd = 240 usd: within the baseline's 500 usd, over strict's 100 usd;
+    # retry 3: at the baseline's limit, over strict's 2.
+    assert problems(plan, BASELINE) == []
+    found = problems(plan, BASELINE, STRICT)
+    cost = [d for d in found if d.name in ("budget-exceeded", "limit-exceeded") and "limit cost <= 100 usd" in d.message]
+    assert cost, [f"{d.name}: {d.message}" for d in found]
+    assert all(d.severity is Severity.ERROR for d in cost)
+    assert "strict" in cost[0].message
+    retries = [d for d in found if d.name == "limit-exceeded" and "limit retries <= 2" in d.message]
+    assert len(retries) == 1, [f"{d.name}: {d.message}" for d in found]
+    assert "monthly" in retries[0].message
+
+
+def test_combined_policies_any_deny_wins(tmp_path):
+    plan = write(tmp_path, "refund.plan", REFUND)
+    assert problems(plan, BASELINE) == []
+    found = problems(plan, BASELINE, STRICT)
+    assert [(d.name, d.severity) for d in found] == [("policy-deny", Severity.ERROR)], [d.message for d in found]
+    assert "refund-cap-strict" in found[0].message
+    # The order the policies are given in does not matter.
+    assert [(d.name, d.message) for d in problems(plan, STRICT, BASELINE)] == [(d.name, d.message) for d in found]
+
+
+def test_combined_policies_on_the_command_line(tmp_path, capsys):
+    plan = write(tmp_path, "refund.plan", REFUND)
+    code, _, _ = run(capsys, "check", plan, "--policy", BASELINE)
+    assert code == 0
+    code, out, _ = run(capsys, "check", plan, "--policy", BASELINE, "--policy", STRICT, "--format", "json")
+    assert code == 1
+    report = json.loads(out)
+    assert [d["name"] for d in report["diagnostics"]] == ["policy-deny"]
+    assert report["diagnostics"][0]["span"]["start"]["line"] == line_of(REFUND, "payments.refund(")
