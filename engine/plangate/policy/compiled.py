@@ -1,7 +1,9 @@
 """Compile one or more policies into a frozen, hashed `CompiledPolicy`.
 
 Combination (the contract, §4): the union of requirements, the tightest limit, any deny wins; a
-tool named by several policies gets the highest risk and the tightest caps; `unknown_tools` is
+tool named by several policies gets the highest risk (a disagreement on the risk class is a
+`policy-conflict` warning: one of them misjudges the tool) and the tightest caps (an overlay that
+lowers a cap is the usual case, so that is silent); `unknown_tools` is
 `deny` if any policy says so (and by default). Patterns: an exact dotted name, a prefix `a.b.*`
 (matching `a.b.c` and deeper, not `a.b` itself) or `*`; the most specific match wins — exact, then
 the longest prefix, then `*`. Two policies giving one pattern different `args` schemas make the
@@ -253,11 +255,6 @@ def _merge_entries(first: CatalogueEntry, second: CatalogueEntry, diagnostics: l
     if first.risk is not None and second.risk is not None and first.risk != second.risk:
         differences.append(f"risk `{first.risk.name}` against `{second.risk.name}`: "
                            f"`{max(first.risk, second.risk).name}` is kept")
-    if first.cost_cap is not None and second.cost_cap is not None and first.cost_cap != second.cost_cap:
-        differences.append(f"cost cap {first.cost_cap} against {second.cost_cap}: {min(caps)} is kept")
-    if first.time_cap is not None and second.time_cap is not None and first.time_cap != second.time_cap:
-        differences.append(f"time cap {format_seconds(first.time_cap)} against {format_seconds(second.time_cap)}: "
-                           f"{format_seconds(min(times))} is kept")
     for difference in differences:
         diagnostics.append(diagnostic(
             "policy-conflict", second.span,

@@ -53,6 +53,8 @@ def run_policy_tests(paths: Sequence[str]) -> PolicyTestResult:
     from plangate.driver import check
 
     checked = check([], list(paths))
+    if len(paths) > 1:  # each policy is tested on its own: combining them is not this command's job
+        checked.diagnostics = [d for d in checked.diagnostics if d.name != "policy-conflict"]
     result = PolicyTestResult(list(checked.diagnostics), checked.sources, checked.files)
     if any(d.severity is Severity.ERROR and d.name in ("syntax-error", "unreadable-input", "input-too-large")
            for d in checked.diagnostics):
