@@ -25,12 +25,10 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
     base = {step_id: step_type for step_id in ctx.graph.steps}
     for name in ctx.graph.dangling:
         base.setdefault(name.name, DYN)
+    base.setdefault("result", DYN)  # out-of-scope uses are `result-out-of-scope`, not a type error
     for step in ctx.graph.steps.values():
-        places = [(clause, expr) for clause, expr in _expressions(step)]
-        for clause, expr in places:
-            env = dict(base)
-            env["result"] = DYN  # out-of-scope uses are `result-out-of-scope`, not a type error
-            result_type, problems = check_types(expr, env)
+        for clause, expr in _expressions(step):
+            result_type, problems = check_types(expr, base)
             yield from problems
             if not problems and clause in _NEEDS_BOOL and result_type not in (BOOL, DYN):
                 yield diagnostic("cel-type-error", expr.span,

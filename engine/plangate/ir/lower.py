@@ -162,8 +162,16 @@ class Lowering(Transformer):
         return _Clause("version", self._whole(number, "a version", 0), self._span(keyword, number))
 
     # ---------------------------------------------------------------- plans
+    def empty_items(self, children: list) -> list:
+        return []
+
+    def append_item(self, children: list) -> list:
+        items, item = children
+        items.append(item)
+        return items
+
     def plan(self, children: list) -> ir.Plan:
-        keyword, name, *items, close = children
+        keyword, name, items, close = children
         fields: dict[str, Any] = {"non_goals": [], "scope": [], "success": [], "constraints": [],
                                   "decisions": [], "steps": []}
         seen: dict[str, Span] = {}
@@ -375,7 +383,7 @@ class Lowering(Transformer):
 
     # ---------------------------------------------------------------- policies
     def policy(self, children: list) -> ir.Policy:
-        keyword, name, *items, close = children
+        keyword, name, items, close = children
         fields: dict[str, Any] = {"tools": [], "requirements": [], "rules": [], "limits": [], "tests": []}
         seen: dict[str, Span] = {}
         for item in items:
