@@ -62,13 +62,15 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
 
 def _decide(evaluator: Any, rule: CompiledRule, when: cel.Expr | None, activation: dict[str, Any],
             unknown: bool, ctx: PlanContext) -> StaticVerdict:
-    if when is None:
-        return evaluator.verdict(rule.when, activation, unknown)
+    alone = evaluator.verdict(rule.when, activation, unknown)
+    if when is None or alone.outcome in ("never", "runtime", "unknown"):
+        return alone  # a rule that cannot fire on any call cannot fire on the runs where the step runs
     from plangate.smt.decide import Unknown
 
     scope = dict(activation)
-    for step_id in ctx.graph.steps:
-        scope.setdefault(step_id, {"result": Unknown(f"{step_id}.result", "dyn")})
+    for node in cel.walk(when):  # the steps whose results the condition reads, and no others
+        if isinstance(node, cel.Ident) and node.name in ctx.graph.steps:
+            scope.setdefault(node.name, {"result": Unknown(f"{node.name}.result", "dyn")})
     together = cel.Binary("&&", when, rule.when)
     possible = evaluator.verdict(together, scope, True)
     if possible.outcome in ("never", "runtime", "unknown"):

@@ -1,6 +1,6 @@
 """`unknown-step`: an `after` or an `x.result` reference names no step of the plan.
 
-Suggests the nearest step id by edit similarity.
+Suggests the nearest step id by edit similarity (for the first `MAX_SUGGESTIONS` names).
 """
 
 from __future__ import annotations
@@ -12,12 +12,19 @@ from plangate.diagnostics import Diagnostic, diagnostic
 from plangate.suggest import did_you_mean
 
 
+# Suggestions cost a similarity search over every step id; past this many unknown names (a
+# generated or broken file) the rest are reported without one, so the check stays linear.
+MAX_SUGGESTIONS = 50
+
+
 def check(ctx: PlanContext) -> Iterator[Diagnostic]:
     ids = list(ctx.graph.steps)
-    for name in ctx.graph.dangling:
+    listing = "the steps are " + ", ".join(f"`{i}`" for i in ids[:8]) + (", …" if len(ids) > 8 else "")
+    for index, name in enumerate(ctx.graph.dangling):
         where = "in `after`" if name.kind == "after" else "in a reference"
+        suggestion = did_you_mean(name.name, ids) if index < MAX_SUGGESTIONS else None
         yield diagnostic(
             "unknown-step", name.span,
             f"step `{name.step}` names `{name.name}` {where}, but the plan has no such step",
-            help=did_you_mean(name.name, ids) or "the steps are " + ", ".join(f"`{i}`" for i in ids[:8]),
+            help=suggestion or listing,
         )

@@ -563,7 +563,7 @@ class Lowering(Transformer):
         depth = 1 + max((self._depth.get(id(part), 1) for part in parts), default=0)
         if depth > MAX_EXPRESSION_DEPTH:
             raise ExpressionTooDeep(node.span)
-        if depth > 2:
+        if depth > 1:
             self._depth[id(node)] = depth
         return node
 

@@ -4,14 +4,18 @@ Algorithm
 - The grammar (`grammar/plangate.lark`, shipped in the wheel) is compiled once per process and
   cached on disk by Lark; the lowering (`plangate.ir.lower.Lowering`) runs as Lark's internal
   transformer, so a parse yields IR directly and never recurses.
-- Bounds: input over `MAX_INPUT_CHARS` is refused; bracket nesting is counted by lexer callbacks and
-  a parse stops at `MAX_NESTING`; CEL depth is bounded in lowering. Each gives `input-too-large`.
+- Bounds: input over `MAX_INPUT_CHARS` is refused; bracket nesting and runs of unary `!`/`-` are
+  counted by lexer callbacks and a parse stops past `MAX_NESTING`; CEL depth is bounded in lowering.
+  Each gives `input-too-large`. Garbage collection is paused during a parse.
 - Errors: a lexer or parser error becomes one `syntax-error` that says, in a user's words, what was
   found and what was expected (common mistakes are recognised with Lark's `match_examples`).
   Recovery: the item holding the error (the step, tool entry, rule… whose line starts it) is blanked
   out — replaced by spaces, so every offset stays — and the text parsed again, up to
   `MAX_SYNTAX_ERRORS` times. Errors in different items are independent, so each is real.
-  When the text has syntax errors no IR is returned: later stages see only whole documents.
+  When the text does not parse, no IR is returned: later stages see only whole documents. (A
+  problem the lowering finds inside a well-formed construct — a bad escape in a string, a
+  `require approval` without `by` — is reported as `syntax-error` too, and the document it could
+  still build is returned with it.)
 
 Invariant: `parse_source` never raises for any text; everything it finds is a diagnostic.
 """
@@ -19,6 +23,7 @@ Invariant: `parse_source` never raises for any text; everything it finds is a di
 from __future__ import annotations
 
 import functools
+import gc
 import hashlib
 import os
 import re
@@ -41,6 +46,7 @@ MAX_NESTING = 64
 MAX_SYNTAX_ERRORS = 12
 
 _OPENERS = {"LBRACE": 1, "LPAR": 1, "LSQB": 1, "RBRACE": -1, "RPAR": -1, "RSQB": -1}
+_OPERANDS = ("NAME", "NUMBER", "UINT", "HEX", "STRING", "SQ_STRING", "TRUE", "FALSE", "NULL")
 
 # Lines that begin an independent item: the unit that recovery blanks out.
 _ITEM_START = re.compile(
@@ -121,6 +127,7 @@ class _NestingTooDeep(Exception):
 
 class _Nesting(threading.local):
     depth = 0
+    unary_run = 0  # `!`/`-` tokens since the last operand: each nests one level deeper
 
 
 @dataclass
@@ -171,10 +178,24 @@ def _parser() -> _Parser:
         nesting.depth += _OPENERS[token.type]
         if nesting.depth > MAX_NESTING:
             raise _NestingTooDeep(token)
+        nesting.unary_run = 0
         return token
 
-    options = dict(parser="lalr", start=["start", "expression"], lexer="contextual", maybe_placeholders=True, transformer=lowering,
-                   lexer_callbacks={name: count for name in _OPENERS})
+    def count_unary(token: Token) -> Token:
+        nesting.unary_run += 1
+        if nesting.unary_run > MAX_NESTING:
+            raise _NestingTooDeep(token)
+        return token
+
+    def operand(token: Token) -> Token:
+        nesting.unary_run = 0
+        return token
+
+    callbacks = {name: operand for name in _OPERANDS}
+    callbacks.update({name: count for name in _OPENERS})
+    callbacks.update(BANG=count_unary, MINUS=count_unary)
+    options = dict(parser="lalr", start=["start", "expression"], lexer="contextual", maybe_placeholders=True,
+                   transformer=lowering, lexer_callbacks=callbacks)
     cache = _cache_path(text)
     try:
         lark = Lark(text, cache=cache or False, **options)
@@ -235,6 +256,9 @@ def _parse_once(parser: _Parser, name: str, text: str, start: str = "start"):
     """The parsed value and the lowering's diagnostics, or the syntax error as a `_Failure`."""
     parser.lowering.begin(name)
     parser.nesting.depth = 0
+    parser.nesting.unary_run = 0
+    collecting = gc.isenabled()
+    gc.disable()  # a parse allocates only live objects; generational passes would make it superlinear
     try:
         document = parser.lark.parse(text, start=start)
         return document, list(parser.lowering.diagnostics)
@@ -242,7 +266,8 @@ def _parse_once(parser: _Parser, name: str, text: str, start: str = "start"):
         token = too_deep.token
         return _Failure(diagnostic(
             "input-too-large", Span(name, token.start_pos, token.end_pos),
-            f"brackets are nested more than {MAX_NESTING} deep",
+            f"unary `{token.value}` is repeated more than {MAX_NESTING} times" if token.type in ("BANG", "MINUS")
+            else f"brackets are nested more than {MAX_NESTING} deep",
             help="flatten the expression or the block structure"), False)
     except ExpressionTooDeep as too_deep:
         return _Failure(diagnostic(
@@ -254,6 +279,9 @@ def _parse_once(parser: _Parser, name: str, text: str, start: str = "start"):
                         not isinstance(error, UnexpectedEOF) and not _at_end(error))
     except (LarkError, RecursionError) as error:  # defensive: no input may escape as a traceback
         return _Failure(diagnostic("syntax-error", Span(name, 0, 0), f"the file could not be parsed: {error}"), False)
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def _at_end(error: UnexpectedInput) -> bool:

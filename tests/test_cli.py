@@ -1,0 +1,330 @@
+"""The command line: exit codes of `check`, `--output`, every `--format`, `--version`, `explain`.
+
+Most tests call `plangate.cli.main(argv)` in process (what the console script calls); the ones about
+start-up and the installed script run it as a child process. The plans and the policy are written
+here, small and stable, so that the exit codes do not move when the examples change; the README's
+quick-start command over the real examples is checked too.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from plangate import __version__
+from plangate.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+SARIF_SCHEMA = Path(__file__).parent / "data" / "sarif-schema-2.1.0.json"
+
+POLICY = """\
+policy tools {
+  version 1
+  tool ci.build { risk read_only args { commit: string } }
+  tool http.get { risk read_only }
+  unknown_tools deny
+}
+"""
+
+CLEAN = """\
+plan clean {
+  version 1
+  step build {
+    call ci.build(commit: "abc123")
+    risk read_only
+  }
+  check probe after build {
+    call   http.get(url: "https://example.com/" + build.result.id)
+    expect result.status == 200
+  }
+}
+"""
+
+WARNING_ONLY = """\
+plan warned {
+  version 1
+  decision "which commit" pending
+  step build {
+    call ci.build(commit: "abc123")
+    risk read_only
+  }
+}
+"""
+
+BROKEN = """\
+plan broken {
+  version 1
+  step build after biuld {
+    call ci.build(commit: "abc123")
+    risk read_only
+  }
+}
+"""
+
+FORMATS = ("text", "json", "sarif", "github", "junit")
+
+
+@pytest.fixture
+def files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A folder with the plans and the policy above; the tests run inside it (relative names)."""
+    for name, text in {"tools.policy": POLICY, "clean.plan": CLEAN, "warn.plan": WARNING_ONLY,
+                       "broken.plan": BROKEN}.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("NO_COLOR", "1")
+    return tmp_path
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    try:
+        code = main(list(argv))
+    except SystemExit as exit:  # argparse exits on usage errors
+        code = exit.code if isinstance(exit.code, int) else 2
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def plangate_command() -> list[str]:
+    script = Path(sys.executable).with_name("plangate")
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "plangate.cli"]
+
+
+# ---------------------------------------------------------------------------------- exit codes
+
+def test_clean_plan_exits_0(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "check", "clean.plan", "--policy", "tools.policy")
+    assert code == 0, out + err
+    assert "no problems in 2 files" in out
+
+
+def test_clean_plan_with_strict_still_exits_0(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "check", "--strict", "clean.plan", "--policy", "tools.policy")
+    assert code == 0, out + err
+
+
+def test_notes_do_not_fail_strict(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "check", "--strict", "clean.plan")  # no policy: a `no-policy` note
+    assert code == 0
+    assert "no-policy" in out
+
+
+def test_errors_exit_1(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "check", "broken.plan", "--policy", "tools.policy")
+    assert code == 1
+    assert "broken.plan:3:20: error[PG101] unknown-step" in out
+    assert "did you mean `build`?" in out
+
+
+def test_warnings_exit_0_but_1_with_strict(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "check", "warn.plan", "--policy", "tools.policy")
+    assert code == 0
+    assert "warning[PG107] open-decision" in out
+    code, out, _ = run(capsys, "check", "--strict", "warn.plan", "--policy", "tools.policy")
+    assert code == 1
+    assert "1 warning in 2 files" in out
+
+
+def test_one_bad_file_among_good_ones_exits_1(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "check", "clean.plan", "warn.plan", "broken.plan", "--policy", "tools.policy")
+    assert code == 1
+    assert "1 error, 1 warning in 4 files" in out
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["check", "missing.plan", "--policy", "tools.policy"], "no such file `missing.plan`"),
+    (["check", "clean.plan", "--policy", "missing.policy"], "no such file `missing.policy`"),
+    (["check", "."], "is a folder"),
+    (["check", "binary.plan"], "not UTF-8"),
+])
+def test_unreadable_input_exits_2(files: Path, capsys: pytest.CaptureFixture[str], argv: list[str],
+                                  needle: str) -> None:
+    (files / "binary.plan").write_bytes(b"plan p {\xff\xfe\x00}")
+    code, out, err = run(capsys, *argv)
+    assert code == 2, out + err
+    assert "unreadable-input" in out
+    assert needle in out
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv", [
+    [],
+    ["check"],
+    ["check", "clean.plan", "--format", "yaml"],
+    ["check", "clean.plan", "--no-such-flag"],
+    ["frobnicate"],
+])
+def test_usage_errors_exit_2(files: Path, capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    code, out, err = run(capsys, *argv)
+    assert code == 2
+    assert "usage: plangate" in out + err
+    assert "Traceback" not in err
+
+
+def test_policy_given_as_plan_is_a_diagnostic(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "check", "clean.plan", "--policy", "clean.plan")
+    assert code == 1
+    assert "wrong-document-kind" in out
+
+
+# ---------------------------------------------------------------------------------- --output
+
+def test_output_writes_the_report_to_a_file(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, printed, _ = run(capsys, "check", "broken.plan", "--policy", "tools.policy", "--format", "json")
+    assert code == 1
+    code, out, err = run(capsys, "check", "broken.plan", "--policy", "tools.policy", "--format", "json",
+                         "--output", "report.json")
+    assert code == 1  # the exit code is the check's, not the write's
+    assert out == "" and err == ""
+    written = (files / "report.json").read_text(encoding="utf-8")
+    assert json.loads(written) == json.loads(printed)
+
+
+def test_output_text_has_no_color(files: Path, capsys: pytest.CaptureFixture[str],
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("NO_COLOR")
+    code, _, _ = run(capsys, "check", "broken.plan", "--color", "always", "--output", "report.txt")
+    assert code == 1
+    assert "\x1b[" not in (files / "report.txt").read_text(encoding="utf-8")
+
+
+def test_output_to_an_unwritable_place_exits_2(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (files / "folder").mkdir()
+    code, _, err = run(capsys, "check", "clean.plan", "--output", "folder")
+    assert code == 2
+    assert "cannot write `folder`" in err
+    assert "Traceback" not in err
+
+
+# ---------------------------------------------------------------------------------- formats
+
+@pytest.mark.parametrize("fmt", FORMATS)
+@pytest.mark.parametrize("plan", ["clean.plan", "warn.plan", "broken.plan"])
+def test_every_format_is_parseable(files: Path, capsys: pytest.CaptureFixture[str], fmt: str, plan: str) -> None:
+    code, out, err = run(capsys, "check", plan, "--policy", "tools.policy", "--format", fmt)
+    assert code in (0, 1), err
+    assert err == ""
+    if fmt == "json":
+        report = json.loads(out)
+        assert report["version"] == 1
+        assert report["summary"]["files"] == 2
+        assert report["summary"]["errors"] == (1 if plan == "broken.plan" else 0)
+        for item in report["diagnostics"]:
+            assert set(item) >= {"code", "name", "severity", "message", "file", "span", "notes", "help"}
+            assert item["span"]["start"]["line"] >= 1 and item["span"]["start"]["column"] >= 1
+    elif fmt == "sarif":
+        report = json.loads(out)
+        assert report["version"] == "2.1.0"
+        assert report["runs"][0]["tool"]["driver"]["name"] == "plangate"
+        if SARIF_SCHEMA.is_file():
+            jsonschema = pytest.importorskip("jsonschema")
+            jsonschema.validate(report, json.loads(SARIF_SCHEMA.read_text(encoding="utf-8")))
+    elif fmt == "junit":
+        root = ET.fromstring(out)
+        assert root.tag in ("testsuites", "testsuite")
+        failures = root.iter("failure")
+        assert (len(list(failures)) > 0) == (plan == "broken.plan")
+    elif fmt == "github":
+        for line in out.splitlines():
+            assert line.startswith("::"), line
+        assert ("::error " in out) == (plan == "broken.plan")
+        assert ("::warning " in out) == (plan == "warn.plan")
+    else:
+        assert out.rstrip().splitlines()[-1].endswith("in 2 files")
+
+
+def test_json_span_points_at_the_offending_name(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _, out, _ = run(capsys, "check", "broken.plan", "--policy", "tools.policy", "--format", "json")
+    (item,) = json.loads(out)["diagnostics"]
+    assert item["code"] == "PG101" and item["name"] == "unknown-step" and item["severity"] == "error"
+    assert item["file"] == "broken.plan"
+    assert item["span"] == {"start": {"line": 3, "column": 20}, "end": {"line": 3, "column": 25}}
+
+
+# ---------------------------------------------------------------------------------- the examples
+
+def test_readme_quick_start_command_is_clean(capsys: pytest.CaptureFixture[str],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """`plangate check examples/*.plan --policy policies/baseline.policy` exits 0 (the README's)."""
+    plans = sorted(str(path.relative_to(ROOT)) for path in (ROOT / "examples").glob("*.plan"))
+    if not plans or not (ROOT / "policies" / "baseline.policy").is_file():
+        pytest.skip("examples/*.plan or policies/baseline.policy are not in this checkout")
+    monkeypatch.chdir(ROOT)
+    code, out, err = run(capsys, "check", *plans, "--policy", "policies/baseline.policy", "--color", "never")
+    assert code == 0, out + err
+    assert f"no problems in {len(plans) + 1} files" in out
+
+
+# ---------------------------------------------------------------------------------- --version, explain
+
+_STARTUP_PROBE = textwrap.dedent("""
+    import json, sys
+    from plangate.cli import main
+    try:
+        code = main(sys.argv[1:])
+    except SystemExit as exit:
+        code = exit.code
+    heavy = sorted(name for name in ("lark", "pydantic", "networkx", "z3", "celpy", "sqlite3")
+                   if name in sys.modules)
+    print(json.dumps({"code": code, "heavy": heavy}))
+""")
+
+
+def _probe(*argv: str) -> tuple[dict, str]:
+    completed = subprocess.run([sys.executable, "-c", _STARTUP_PROBE, *argv], capture_output=True, text=True,
+                               timeout=60)
+    assert "Traceback" not in completed.stderr, completed.stderr
+    lines = completed.stdout.strip().splitlines()
+    return json.loads(lines[-1]), "\n".join(lines[:-1])
+
+
+def test_version_does_not_import_the_engine() -> None:
+    result, printed = _probe("--version")
+    assert result["code"] == 0
+    assert printed.strip() == f"plangate {__version__}"
+    assert result["heavy"] == [], f"`plangate --version` imported {result['heavy']}"
+
+
+def test_explain_does_not_import_the_parser() -> None:
+    result, printed = _probe("explain", "PG101")
+    assert result["code"] == 0
+    assert "unknown-step" in printed
+    assert "lark" not in result["heavy"] and "z3" not in result["heavy"], result["heavy"]
+
+
+def test_version_through_the_installed_script() -> None:
+    completed = subprocess.run([*plangate_command(), "--version"], capture_output=True, text=True, timeout=60)
+    assert completed.returncode == 0
+    assert completed.stdout.strip() == f"plangate {__version__}"
+
+
+@pytest.mark.parametrize("query", ["PG101", "pg101", "unknown-step", " PG101 "])
+def test_explain_by_code_or_name(capsys: pytest.CaptureFixture[str], query: str) -> None:
+    code, out, _ = run(capsys, "explain", query)
+    assert code == 0
+    assert out.startswith("## PG101 unknown-step") or out.startswith("PG101 unknown-step")
+
+
+def test_explain_every_contract_name(capsys: pytest.CaptureFixture[str]) -> None:
+    names = ["syntax-error", "unknown-step", "duplicate-step", "dependency-cycle", "unknown-tool", "arg-type",
+             "risk-underdeclared", "approval-missing", "approval-insufficient", "check-missing",
+             "rollback-missing", "idempotency-missing", "retry-without-idempotency", "limit-exceeded",
+             "policy-deny", "policy-deny-possible", "budget-exceeded", "budget-unknown", "open-decision",
+             "currency-mismatch"]
+    for name in names:
+        code, out, _ = run(capsys, "explain", name)
+        assert code == 0, name
+        assert name in out.splitlines()[0], (name, out.splitlines()[0])
+
+
+@pytest.mark.parametrize("query", ["PG999", "no-such-thing", ""])
+def test_explain_unknown_code_exits_2(capsys: pytest.CaptureFixture[str], query: str) -> None:
+    code, out, err = run(capsys, "explain", query)
+    assert code == 2
+    assert out == ""
+    assert "is not a diagnostic code or name" in err
