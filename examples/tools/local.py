@@ -373,11 +373,21 @@ def logs_search(service: str, query: str, since: str) -> dict:
 
 @read_only("llm.summarize")
 def summarize(documents: list, instructions: str, max_words: int | None = None) -> dict:
-    """A stand-in summary: one line per document, citing it by number."""
-    lines = [f"- {json.dumps(document, sort_keys=True)[:60]} [{number}]"
-             for number, document in enumerate(documents, 1)]
-    words = " ".join(lines).split()[: max_words or 150]
-    return {"text": " ".join(words), "documents": len(documents)}
+    """A stand-in summary: the first words of each document, citing it by number."""
+    per_document = max(1, (max_words or 150) // max(1, len(documents)) - 1)
+    lines = [" ".join(_words(document)[:per_document]) + f" [{number}]" for number, document in enumerate(documents, 1)]
+    return {"text": "\n".join(lines), "documents": len(documents)}
+
+
+def _words(value: Any) -> list[str]:
+    """The words of the strings in a JSON value, in order."""
+    if isinstance(value, str):
+        return value.split()
+    if isinstance(value, dict):
+        return [word for key in sorted(value) for word in _words(value[key])]
+    if isinstance(value, list):
+        return [word for item in value for word in _words(item)]
+    return [json.dumps(value)]
 
 
 @read_only("text.check_citations")

@@ -1,0 +1,494 @@
+"""The interpreter end to end, through the Python API and the `plangate` command line.
+
+The demo tools (examples/tools/local.py) act on a temporary folder and write `ledger.jsonl`, one
+line per real effect: the tests read it as the outside world's record of what happened. A few tests
+use tools of their own (a `Toolbox` whose answers and failures the test sets) under a small policy.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from contextlib import closing
+from typing import Any
+
+import pytest
+
+from plangate.runtime.canonical import content_hash
+from plangate.runtime.tools import ToolRegistry, tool
+from runtime_support import (
+    DEMO_TOOLS,
+    ROOT,
+    baseline,
+    cli,
+    example,
+    ledger,
+    run_id,
+    runtime_at,
+)
+
+TEST_POLICY = """
+policy runtime_tests {
+  version 1
+  tool t.read  { risk read_only }
+  tool t.write { risk reversible_write }
+  tool t.send  { risk external_write }
+  unknown_tools deny
+  require approval when step.risk >= external_write by role "operator" within 1h
+  limit concurrency <= 4
+}
+"""
+
+
+class Toolbox:
+    """Tools whose answers the test sets (`values`, `failures`) and whose calls it sees (`calls`)."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, Any] = {}
+        self.failures: dict[str, int] = {}
+        self.calls: list[tuple[str, str, str | None]] = []
+
+    def registry(self) -> ToolRegistry:
+        @tool("t.read")
+        def read(key: str, **_ignored: Any) -> dict:
+            self.calls.append(("t.read", key, None))
+            self._maybe_fail(key)
+            return {"value": self.values.get(key)}
+
+        @tool("t.write")
+        def write(name: str, idempotency_key: str, value: Any = None) -> dict:
+            self.calls.append(("t.write", name, idempotency_key))
+            self._maybe_fail(name)
+            return {"name": name, "value": value}
+
+        @tool("t.send")
+        def send(to: str, idempotency_key: str) -> dict:
+            self.calls.append(("t.send", to, idempotency_key))
+            return {"to": to}
+
+        registry = ToolRegistry()
+        for each in (read, write, send):
+            registry.register(each)
+        return registry
+
+    def _maybe_fail(self, name: str) -> None:
+        if self.failures.get(name, 0) > 0:
+            self.failures[name] -= 1
+            raise ConnectionError(f"{name} is unreachable")
+
+
+@pytest.fixture
+def demo(tmp_path, monkeypatch):
+    folder = tmp_path / "demo"
+    monkeypatch.setenv("PLANGATE_DEMO_DIR", str(folder))
+    monkeypatch.delenv("PLANGATE_FAULT", raising=False)
+    return folder
+
+
+@pytest.fixture
+def runtime(tmp_path, demo):
+    with runtime_at(tmp_path / "journal.db") as opened:
+        yield opened
+
+
+@pytest.fixture
+def box(tmp_path, monkeypatch):
+    monkeypatch.delenv("PLANGATE_FAULT", raising=False)
+    toolbox = Toolbox()
+    with runtime_at(tmp_path / "journal.db", toolbox.registry()) as opened:
+        yield toolbox, opened
+
+
+def plan_text(body: str, version: int = 1) -> str:
+    return f"plan t {{\n  version {version}\n{body}\n}}\n"
+
+
+def start_plan(runtime, body: str) -> str:
+    return runtime.start(plan_text(body), "t.plan", [("t.policy", TEST_POLICY)])
+
+
+def kinds(runtime, run: str, kind: str, step: str | None = None) -> list:
+    return [r for r in runtime.journal.records(run) if r.kind == kind and (step is None or r.step == step)]
+
+
+def cli_in(tmp_path, demo):
+    """`plangate …` in a subprocess on this test's journal and demo folder."""
+    journal = str(tmp_path / "journal.db")
+
+    def call(*args: str, fault: str | None = None):
+        command = args[0]
+        extra = ["--journal", journal] if command in ("run", "resume", "approve", "reconcile", "status",
+                                                      "log", "abort") else []
+        return cli(*args, *extra, cwd=ROOT, demo_dir=demo, fault=fault)
+
+    return call
+
+
+# ------------------------------------------------------------------ the demo, to success
+def test_deploy_runs_to_success_through_its_two_approvals(runtime, demo):
+    run = runtime.start(*example("deploy"), baseline())
+    report = runtime.advance(run)
+    assert report.state == "paused" and report.exit_code == 3
+    assert report.steps["route"]["state"] == "waiting_for_approval"
+    assert 'role "operator"' in report.steps["route"]["reason"]
+    assert [e["tool"] for e in ledger(demo)] == ["deploy.preview"]
+
+    runtime.approve(run, "route", "alice", "operator")
+    report = runtime.advance(run)
+    assert report.state == "paused" and report.steps["announce"]["state"] == "waiting_for_approval"
+
+    runtime.approve(run, "announce", "alice", "operator")
+    report = runtime.advance(run)
+    assert report.state == "succeeded" and report.exit_code == 0
+    assert all(info["state"] == "succeeded" and info["attempts"] == 1 for info in report.steps.values())
+    effects = ledger(demo)
+    assert [e["tool"] for e in effects] == ["deploy.preview", "dns.route", "chat.post"]
+    assert effects[1]["args"] == {"host": "v2.example.com", "target": effects[0]["result"]["id"]}
+    evidence = kinds(runtime, run, "evidence")
+    assert len(evidence) == 7 and all(e.body["passed"] for e in evidence)
+    assert {e.body["step"] for e in evidence} == {"build", "unit_tests", "preview", "preview_up", "route_live",
+                                                  "announced"}
+
+
+def test_cli_run_pauses_then_approve_and_resume_go_on_to_success(tmp_path, demo):
+    plangate = cli_in(tmp_path, demo)
+    tools = str(DEMO_TOOLS)
+    started = plangate("run", "examples/deploy.plan", "--policy", "policies/baseline.policy", "--tools", tools)
+    assert started.returncode == 3, started.stderr
+    run = run_id(started.stdout)
+    assert 'waiting for 1 more approval(s) by role "operator"' in started.stdout
+
+    approved = plangate("approve", run, "route", "--as", "alice", "--role", "operator", "--yes")
+    assert approved.returncode == 0, approved.stderr
+    preview = ledger(demo)[0]["result"]["id"]
+    assert f'dns.route({{"host":"v2.example.com","target":"{preview}"}})' in approved.stdout
+    assert "version 4" in approved.stdout
+
+    resumed = plangate("resume", run, "--tools", tools)
+    assert resumed.returncode == 3 and "announce" in resumed.stdout  # announce asks an operator too
+    assert plangate("approve", run, "announce", "--as", "alice", "--role", "operator", "--yes").returncode == 0
+    finished = plangate("resume", run, "--tools", tools)
+    assert finished.returncode == 0, finished.stdout + finished.stderr
+
+    status = plangate("status", run, "--format", "json")
+    assert status.returncode == 0
+    shown = json.loads(status.stdout)
+    assert set(shown) == {"run", "state", "steps"} and shown["run"] == run and shown["state"] == "succeeded"
+    assert list(shown["steps"]) == ["build", "unit_tests", "preview", "preview_up", "route", "route_live",
+                                    "announce", "announced"]
+    for info in shown["steps"].values():
+        assert info["state"] == "succeeded" and info["attempts"] == 1
+
+
+def test_approve_refuses_a_role_the_step_does_not_need(tmp_path, demo):
+    plangate = cli_in(tmp_path, demo)
+    run = run_id(plangate("run", "examples/deploy.plan", "--policy", "policies/baseline.policy", "--tools",
+                          str(DEMO_TOOLS), "--run", "r1").stdout)
+    refused = plangate("approve", run, "route", "--as", "mallory", "--role", "intern", "--yes")
+    assert refused.returncode == 2 and 'needs no approval by role "intern"' in refused.stderr
+    assert 'it needs "operator"' in refused.stderr
+
+
+# ------------------------------------------------------------------ decisions at run time
+def test_a_deny_on_concrete_arguments_blocks_the_step_with_the_rules_reason(tmp_path, demo):
+    plan = tmp_path / "query.plan"
+    plan.write_text("""
+plan query_from_note {
+  version 1
+  step load      { call notes.get(path: "nightly.sql") risk read_only }
+  step run_query { call db.query(database: "orders", env: "prod", sql: load.result.text) risk read_only }
+}
+""")
+    (demo / "notes").mkdir(parents=True)
+    (demo / "notes" / "nightly.sql").write_text("DELETE FROM orders WHERE created_at < now()")
+    plangate = cli_in(tmp_path, demo)
+    result = plangate("run", str(plan), "--policy", "policies/baseline.policy", "--tools", str(DEMO_TOOLS))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "denied by `query-reads-only`: db.query is catalogued read_only" in result.stdout
+    status = json.loads(plangate("status", run_id(result.stdout), "--format", "json").stdout)
+    assert status["state"] == "blocked"
+    assert status["steps"]["run_query"] == {**status["steps"]["run_query"], "state": "blocked", "attempts": 0}
+
+
+def test_an_open_decision_pauses_the_run_before_any_step(tmp_path, demo):
+    text, _ = example("deploy")
+    plan = tmp_path / "undecided.plan"
+    plan.write_text(text.replace('decision  "canary size" resolved "all of v2: it has no traffic yet"',
+                                 'decision  "canary size" pending'))
+    plangate = cli_in(tmp_path, demo)
+    result = plangate("run", str(plan), "--policy", "policies/baseline.policy", "--tools", str(DEMO_TOOLS))
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "the decision `canary size` is still open" in result.stdout
+    assert ledger(demo) == []
+    status = json.loads(plangate("status", run_id(result.stdout), "--format", "json").stdout)
+    assert status["state"] == "paused"
+    assert all(info["attempts"] == 0 for info in status["steps"].values())
+
+
+# ------------------------------------------------------------------ failures, retries, skips
+@pytest.mark.parametrize("failures, attempts, state", [(99, 3, "failed"), (1, 2, "succeeded")])
+def test_a_failing_tool_is_retried_up_to_retry_with_the_same_key(box, failures, attempts, state):
+    toolbox, runtime = box
+    toolbox.failures["disk"] = failures
+    run = start_plan(runtime, """
+  step save { call t.write(name: "disk", value: 1) risk reversible_write retry 2 idempotency "save-disk-1" }
+""")
+    report = runtime.advance(run)
+    assert report.steps["save"] == {**report.steps["save"], "state": state, "attempts": attempts}
+    assert toolbox.calls == [("t.write", "disk", "save-disk-1")] * attempts
+    intents = kinds(runtime, run, "intent", "save")
+    assert [i.body["attempt"] for i in intents] == list(range(1, attempts + 1))
+    assert {i.body["idempotency_key"] for i in intents} == {"save-disk-1"}
+    failed = kinds(runtime, run, "attempt_failed", "save")
+    assert [f.body["error"] for f in failed] == ["ConnectionError: disk is unreachable"] * min(failures, attempts)
+    assert report.exit_code == (1 if state == "failed" else 0)
+
+
+def test_a_retried_step_without_a_key_gets_one_stable_derived_key(box):
+    toolbox, runtime = box
+    toolbox.failures["cache"] = 1
+    run = start_plan(runtime, '  step warm { call t.read(key: "cache") retry 1 }')
+    assert runtime.advance(run).state == "succeeded" and len(toolbox.calls) == 2
+    keys = [intent.body["idempotency_key"] for intent in kinds(runtime, run, "intent", "warm")]
+    assert len(keys) == 2 and keys[0] == keys[1] and keys[0].startswith(f"{run}:warm:")
+
+
+def test_a_failed_step_cancels_its_dependents_and_nothing_else(box):
+    toolbox, runtime = box
+    toolbox.failures["db"] = 99
+    toolbox.values["x"] = 1
+    run = start_plan(runtime, """
+  step migrate  { call t.write(name: "db") risk reversible_write idempotency "m" }
+  step verify   after migrate { call t.read(key: "x") }
+  step announce { call t.write(name: "note", value: verify.result.value) risk reversible_write idempotency "a" }
+  step side     { call t.read(key: "x") }
+""")
+    report = runtime.advance(run)
+    states = {step: info["state"] for step, info in report.steps.items()}
+    assert states == {"migrate": "failed", "verify": "cancelled", "announce": "cancelled", "side": "succeeded"}
+    assert "`migrate` did not succeed (failed)" in report.steps["verify"]["reason"]
+    assert report.state == "failed" and report.exit_code == 1
+    assert [c[1] for c in toolbox.calls if c[0] == "t.write"] == ["db"]
+
+
+@pytest.mark.parametrize("error_rate, ran, skipped", [
+    (0.02, ["ticket", "ticketed"], ["page", "paged"]),
+    (0.09, ["page"], ["ticket", "ticketed"]),
+])
+def test_when_false_skips_the_step_and_the_dependents_that_use_its_result(runtime, demo, error_rate, ran, skipped):
+    demo.mkdir()
+    (demo / "metrics.json").write_text(json.dumps({"service": "checkout", "error_rate": error_rate}))
+    run = runtime.start(*example("incident_triage"), baseline())
+    report = runtime.advance(run)
+    for step in skipped:
+        assert report.steps[step]["state"] == "skipped" and report.steps[step]["attempts"] == 0
+    assert report.steps[skipped[0]]["reason"] == "`when` is false"
+    assert "which was skipped" in report.steps[skipped[1]]["reason"]
+    assert report.steps[ran[0]]["state"] in ("succeeded", "waiting_for_approval")
+    if error_rate > 0.05:  # paging asks an operator
+        assert report.state == "paused"
+        runtime.approve(run, "page", "alice", "operator")
+        report = runtime.advance(run)
+    assert report.state == "succeeded"
+    assert [e["tool"] for e in ledger(demo)] == ["tickets.create" if "ticket" in ran else "pager.page"]
+
+
+def test_a_step_after_a_skipped_step_runs_when_it_does_not_use_its_result(box):
+    toolbox, runtime = box
+    toolbox.values["mode"] = "stop"
+    run = start_plan(runtime, """
+  step probe { call t.read(key: "mode") }
+  step act   { when probe.result.value == "go"  call t.write(name: "act") risk reversible_write idempotency "act" }
+  step use   { call t.write(name: "use", value: act.result.name) risk reversible_write idempotency "use" }
+  step tidy  after act { call t.read(key: "tidy") }
+""")
+    report = runtime.advance(run)
+    assert {s: i["state"] for s, i in report.steps.items()} == {
+        "probe": "succeeded", "act": "skipped", "use": "skipped", "tidy": "succeeded"}
+    assert report.state == "succeeded"
+
+
+def test_a_failed_expect_writes_evidence_with_passed_false(box):
+    toolbox, runtime = box
+    toolbox.values["replicas"] = 2
+    run = start_plan(runtime, """
+  step count { call t.read(key: "replicas") retry 1 expect result.value == 3 }
+""")
+    report = runtime.advance(run)
+    assert report.steps["count"]["state"] == "failed" and report.steps["count"]["attempts"] == 2
+    assert "expectation failed: result.value == 3" in report.steps["count"]["reason"]
+    evidence = [record.body for record in kinds(runtime, run, "evidence")]
+    assert len(evidence) == 2
+    for body in evidence:
+        assert body["passed"] is False and body["step"] == "count"
+        assert body["what"] == "expect result.value == 3" and body["observed"] == {"value": 2}
+        assert body["proves"].endswith("does not hold") and body["when"] and body["how"]
+
+
+# ------------------------------------------------------------------ budgets
+def test_the_call_budget_stops_the_run_before_the_call_that_would_break_it(box):
+    toolbox, runtime = box
+    body = """
+  budget { calls <= 4 }
+  step a { call t.read(key: "a") }
+  step b after a { call t.read(key: "%s") }
+  step c after b { call t.read(key: "c") }
+  step notify after c { call t.send(to: "ops") idempotency "notify" approval by role "operator" }
+"""
+    run = start_plan(runtime, body % "b")
+    assert runtime.advance(run).steps["notify"]["state"] == "waiting_for_approval"
+    runtime.new_version(run, plan_text(body % "b2", version=2), "t.plan")  # `b` changed: its call runs again
+    runtime.approve(run, "notify", "alice", "operator")
+    report = runtime.advance(run)
+    assert report.steps["b"] == {**report.steps["b"], "state": "succeeded", "attempts": 2}
+    assert report.steps["notify"]["state"] == "blocked"
+    assert report.steps["notify"]["reason"] == "one more call would make 5, over the plan's budget of 4 calls"
+    assert report.state == "blocked" and report.exit_code == 1
+    assert [call[1] for call in toolbox.calls] == ["a", "b", "c", "b2"]
+    assert len(kinds(runtime, run, "intent")) == 4
+
+
+def test_the_time_budget_is_enforced_on_elapsed_time(tmp_path, monkeypatch):
+    monkeypatch.delenv("PLANGATE_FAULT", raising=False)
+    now = [1_000_000.0]
+    toolbox = Toolbox()
+    with runtime_at(tmp_path / "journal.db", toolbox.registry(), clock=lambda: now[0]) as runtime:
+        run = start_plan(runtime, """
+  budget { time <= 10m }
+  step a { call t.read(key: "a") time 1m }
+  step b after a { call t.send(to: "ops") time 1m idempotency "b" approval by role "operator" }
+""")
+        assert runtime.advance(run).steps["b"]["state"] == "waiting_for_approval"
+        now[0] += 11 * 60
+        runtime.approve(run, "b", "alice", "operator")
+        report = runtime.advance(run)
+    assert report.steps["b"]["state"] == "blocked" and "over the plan's budget of 600s" in report.steps["b"]["reason"]
+    assert [call[0] for call in toolbox.calls] == ["t.read"]
+
+
+# ------------------------------------------------------------------ the journal
+def test_log_verify_detects_an_edited_journal(tmp_path, demo):
+    plangate = cli_in(tmp_path, demo)
+    run = run_id(plangate("run", "examples/deploy.plan", "--policy", "policies/baseline.policy", "--tools",
+                          str(DEMO_TOOLS)).stdout)
+    clean = plangate("log", run, "--verify")
+    assert clean.returncode == 0 and "journal verified: the hash chain is whole" in clean.stdout
+    timeline = json.loads(plangate("log", run, "--format", "json").stdout)
+    assert [r["kind"] for r in timeline["records"]][:2] == ["run_started", "intent"]
+
+    with closing(sqlite3.connect(tmp_path / "journal.db")) as raw:  # an edit past the journal's API
+        raw.execute("DROP TRIGGER records_are_not_updated")
+        changed = raw.execute("UPDATE records SET body = replace(body, 'pv-', 'px-') "
+                              "WHERE kind = 'result' AND step = 'preview'").rowcount
+        raw.commit()
+    assert changed == 1
+    damaged = plangate("log", run, "--verify")
+    assert damaged.returncode == 1 and "journal damaged" in damaged.stdout and "record-altered" in damaged.stdout
+    refused = plangate("resume", run, "--tools", str(DEMO_TOOLS))
+    assert refused.returncode == 2 and "is damaged" in refused.stderr
+
+
+def test_run_with_the_id_of_an_existing_run_resumes_it(tmp_path, demo):
+    plangate = cli_in(tmp_path, demo)
+    arguments = ("run", "examples/deploy.plan", "--policy", "policies/baseline.policy", "--tools", str(DEMO_TOOLS),
+                 "--run", "deploy-1")
+    first = plangate(*arguments)
+    again = plangate(*arguments)
+    assert first.returncode == again.returncode == 3
+    assert run_id(again.stdout) == "deploy-1"
+    with runtime_at(tmp_path / "journal.db") as runtime:
+        assert runtime.journal.runs() == ["deploy-1"]
+        assert len(kinds(runtime, "deploy-1", "run_started")) == 1
+        assert len(kinds(runtime, "deploy-1", "intent", "build")) == 1
+    assert [e["tool"] for e in ledger(demo)] == ["deploy.preview"]
+
+
+# ------------------------------------------------------------------ plan versions
+def test_a_new_plan_version_keeps_completed_effects_and_a_changed_step_needs_a_new_approval(runtime, demo):
+    text, name = example("deploy")
+    run = runtime.start(text, name, baseline())
+    runtime.advance(run)
+    runtime.approve(run, "route", "alice", "operator")
+    assert runtime.advance(run).steps["announce"]["state"] == "waiting_for_approval"
+    old_approval = runtime.approve(run, "announce", "alice", "operator")
+
+    v5 = text.replace("version   4", "version   5").replace(
+        'text: "v2.example.com now serves abc123"', 'text: "v2.example.com now serves abc123 (plan v5)"')
+    new_hash = runtime.new_version(run, v5, name)
+    assert new_hash != old_approval["plan_hash"]
+    report = runtime.advance(run)
+    assert report.steps["announce"]["state"] == "waiting_for_approval"
+    for step in ("build", "unit_tests", "preview", "preview_up", "route", "route_live"):
+        assert report.steps[step] == {**report.steps[step], "state": "succeeded", "attempts": 1}
+
+    runtime.approve(run, "announce", "alice", "operator")
+    assert runtime.advance(run).state == "succeeded"
+    effects = ledger(demo)
+    assert [e["tool"] for e in effects] == ["deploy.preview", "dns.route", "chat.post"]
+    assert effects[2]["args"]["text"].endswith("(plan v5)")
+    posted = kinds(runtime, run, "intent", "announce")[0].body
+    assert content_hash(posted["args"]) != old_approval["args_hash"]
+
+
+def test_a_new_plan_version_must_raise_the_version(runtime, demo):
+    from plangate.runtime.host import RuntimeError_
+
+    text, name = example("deploy")
+    run = runtime.start(text, name, baseline())
+    assert runtime.new_version(run, text, name) == runtime.view(run).plan_hash  # the same plan: nothing to do
+    with pytest.raises(RuntimeError_, match="higher `version` than 4"):
+        runtime.new_version(run, text.replace("objective ", 'non_goal "x"\n  objective '), name)
+
+
+def test_a_new_plan_version_of_an_ended_run_is_refused(box):
+    from plangate.runtime.host import RuntimeError_
+
+    _, runtime = box
+    run = start_plan(runtime, '  step a { call t.read(key: "a") }')
+    assert runtime.advance(run).state == "succeeded"
+    with pytest.raises(RuntimeError_, match="has ended \\(succeeded\\)"):
+        runtime.new_version(run, plan_text('  step a { call t.read(key: "a2") }', version=2), "t.plan")
+
+
+# ------------------------------------------------------------------ abort and rollback
+NOTES_PLAN = """
+plan notes_pair {
+  version 1
+  step first { call notes.save(path: "a.md", text: "A") risk reversible_write idempotency "note-a"
+               rollback notes.delete(path: "a.md") }
+  check first_saved after first { call notes.get(path: "a.md") expect result.text == "A" }
+  step second after first_saved { call notes.save(path: "b.md", text: "B") risk reversible_write
+               idempotency "note-b" rollback notes.delete(path: "b.md") }
+  check second_saved after second { call notes.get(path: "b.md") expect result.text == "B" }
+  step publish after second_saved { call chat.post(channel: "#notes", text: "a.md and b.md are saved")
+               risk external_write idempotency "notes-published" approval by role "operator" within 30m }
+  check published after publish { call chat.get_message(channel: "#notes", id: publish.result.id) }
+}
+"""
+
+
+def test_abort_with_rollback_undoes_completed_reversible_steps_in_reverse_order(tmp_path, demo):
+    plan = tmp_path / "notes.plan"
+    plan.write_text(NOTES_PLAN)
+    plangate = cli_in(tmp_path, demo)
+    started = plangate("run", str(plan), "--policy", "policies/baseline.policy", "--tools", str(DEMO_TOOLS))
+    assert started.returncode == 3
+    run = run_id(started.stdout)
+    assert sorted(p.name for p in (demo / "notes").iterdir()) == ["a.md", "b.md"]
+
+    aborted = plangate("abort", run, "--rollback", "--tools", str(DEMO_TOOLS))
+    assert aborted.returncode == 0, aborted.stderr
+    assert [(e["tool"], e["args"]["path"]) for e in ledger(demo)] == [
+        ("notes.save", "a.md"), ("notes.save", "b.md"), ("notes.delete", "b.md"), ("notes.delete", "a.md")]
+    assert list((demo / "notes").iterdir()) == []
+
+    status = json.loads(plangate("status", run, "--format", "json").stdout)
+    assert status["state"] == "aborted"
+    states = {step: info["state"] for step, info in status["steps"].items()}
+    assert states == {"first": "compensated", "first_saved": "succeeded", "second": "compensated",
+                      "second_saved": "succeeded", "publish": "cancelled", "published": "cancelled"}
+    with runtime_at(tmp_path / "journal.db") as runtime:
+        rollbacks = [r for r in runtime.journal.records(run) if r.kind in ("intent", "result") and r.body.get("rollback")]
+    assert [(r.kind, r.step, r.body.get("tool")) for r in rollbacks] == [
+        ("intent", "second", "notes.delete"), ("result", "second", None),
+        ("intent", "first", "notes.delete"), ("result", "first", None)]
