@@ -7,17 +7,20 @@ those of every step whose result it references. Every budget figure grows with t
 steps (cost, calls and work are sums of non-negative weights, a longest path only lengthens), so a
 worst case needs only *maximal* sets of guards that can fire together.
 
-Classification (no solver). Each `when` is encoded (`encode.Encoder`) over an activation in which
-every step's result is an `Unknown`. It folds to always or never; or it is outside the subset
-("run time": taken to possibly fire — sound for upper bounds, and said in every witness that uses
-it); or it is symbolic. Symbolic guards are *correlated* when they read a common run-time value:
-a field path (a result's root only when the root itself is used as a value — it is always
-present otherwise). Union-find over those paths gives *components*; two components share no
-value, so what one fires never constrains the other. A component whose guards cannot be encoded
-together (one value used with two sorts) is decided at run time as a whole.
+Classification (no solver). Conditions are taken in groups that name the same steps. A group of
+simple conditions (`simple.py`: fields compared with constants) is read as atoms. Otherwise each
+`when` is encoded (`encode.Encoder`) over an activation in which every step's result is an
+`Unknown`: it folds to always or never; or it is outside the subset ("run time": taken to
+possibly fire — sound for upper bounds, and said in every witness that uses it; conditions that
+are fine alone but give one value two sorts together are all "run time"); or it is symbolic.
+Symbolic guards are *correlated* when they read a common run-time value: a field path (a result's
+root only when the root itself is used as a value — it is always present otherwise). Union-find
+over those paths gives *components*; two components share no value, so what one fires never
+constrains the other.
 
-Patterns (solver, lazily). For each component the worker finds every maximal set of its guards
-that can fire together, with a model of each (`worker.py`). Components of one shape give one text
+Patterns (lazily). For each component, every maximal set of its guards that can fire together,
+with a witness of each: found in Python when its conditions are simple comparisons of fields with
+constants (`simple.py`), else by the solver worker (`worker.py`). Components of one shape give one text
 (the encoder names constants by first use) and are solved once; all go in one batch with one time
 bound. A component the batch does not settle stays *unsettled*: upper bounds let all its guards
 fire, lower bounds (witnesses) let none, and a decision between the two is "unknown".
@@ -46,7 +49,7 @@ from plangate import budget
 from plangate.budget import Loads
 from plangate.cel.ast import Expr, Ident, walk
 from plangate.graph import PlanGraph
-from plangate.smt import solve
+from plangate.smt import simple, solve
 from plangate.smt.encode import Encoder, Unknown, Unsupported
 
 MAX_COMBINATIONS = 4096
@@ -89,8 +92,9 @@ class Guard:
 @dataclass
 class Component:
     guards: list[str]
-    encoder: Encoder
-    group: solve.PatternGroup
+    atoms: list[list[simple.Atom]] | None = None  # per guard, when every condition is simple
+    encoder: Encoder | None = None  # with `group`: the text for the solver, once needed
+    group: solve.PatternGroup | None = None
     patterns: tuple[frozenset[str], ...] | None = None  # maximal firing sets; None while unsettled
     witnesses: tuple[dict[str, object], ...] = ()  # path → value, one per pattern
     reason: str | None = None  # why it is unsettled
@@ -122,12 +126,13 @@ class WeightGroup:
 class Branches:
     def __init__(self, graph: PlanGraph, loads: Loads, time_bound: float) -> None:
         self.loads = loads
+        self.steps = graph.steps
         self.time_bound = time_bound
         self.position = {step: index for index, step in enumerate(loads.steps)}
         self.guards: dict[str, Guard] = {}
         self.never: dict[str, str] = {}  # step → the guard that rules it out
         self.components: list[Component] = []
-        activation = StepResults(graph.steps)
+        self.activation = activation = StepResults(graph.steps)
         conditions = {step_id: graph.steps[step_id].when for step_id in loads.steps
                       if graph.steps[step_id].when is not None}
         for guards in _by_referenced_steps(conditions, graph):
@@ -139,12 +144,23 @@ class Branches:
         self._possible_runs: list[bool] | None = None
         self._weight_groups: list[WeightGroup] | None = None
         self.solver_seconds = 0.0  # wall time spent waiting for the solver (for benchmarks)
+        self.solved_by_worker: set[str] = set()  # the shapes the solver settled (the others: simple.py)
 
     # -- classification ---------------------------------------------------------------------
 
     def _classify(self, steps: list[str], conditions: Mapping[str, Expr], activation: Mapping[str, object]) -> None:
-        """Classify the conditions of `steps` (which read the same steps' results), encoding them
-        together; then split the symbolic ones into components by the values they share."""
+        """Classify the conditions of `steps` (which read the same steps' results): simple ones by
+        their atoms, the others by encoding them together; then split the symbolic ones into
+        components by the values they share. A simple component is encoded only if it needs the
+        solver after all."""
+        found = [simple.atoms(conditions[step_id], self.steps) for step_id in steps]
+        if all(atoms is not None for atoms in found) and simple.well_formed(found):  # type: ignore[arg-type]
+            for step_id, atoms in zip(steps, found):
+                self.guards[step_id] = Guard(step_id, conditions[step_id], "symbolic",
+                                             paths=simple.links(atoms))  # type: ignore[arg-type]
+            for part in _components([self.guards[step_id] for step_id in steps]):
+                self._add_component(part, atoms=[found[steps.index(guard.step)] for guard in part])
+            return
         encoder = Encoder(activation)
         fires: dict[str, str] = {}
         reads: dict[str, set[str]] = {}
@@ -155,12 +171,15 @@ class Branches:
                 reads[step_id] = encoder.touched
             encoder.values()  # every value's sort must be settled
         except (Unsupported, RecursionError) as error:
-            if len(steps) > 1:  # classify each alone: only the culprit is decided at run time
-                for step_id in steps:
-                    self._classify([step_id], conditions, activation)
-                return
-            reason = error.reason if isinstance(error, Unsupported) else "the condition is nested too deeply"
-            self.guards[steps[0]] = Guard(steps[0], conditions[steps[0]], "runtime", reason)
+            reasons = {step_id: self._reason_alone(conditions[step_id], activation) for step_id in steps}
+            if not any(reasons.values()):  # each alone is fine: together they disagree (a value's sort)
+                reasons = dict.fromkeys(steps, _reason(error))
+            for step_id, reason in reasons.items():
+                if reason is not None:
+                    self.guards[step_id] = Guard(step_id, conditions[step_id], "runtime", reason)
+            rest = [step_id for step_id in steps if reasons[step_id] is None]
+            if rest:
+                self._classify(rest, conditions, activation)
             return
         linking = {variable.path for variable in encoder.variables.values()
                    if variable.parent is not None or variable.used}
@@ -174,20 +193,38 @@ class Branches:
                 symbolic.append(self.guards[step_id])
         parts = _components(symbolic)
         if len(parts) == 1:
-            self._add_component(parts[0], encoder, [fires[guard.step] for guard in parts[0]])
+            self._add_component(parts[0], encoder=encoder, fires=[fires[guard.step] for guard in parts[0]])
             return
         for part in parts:
-            alone = Encoder(activation)
-            self._add_component(part, alone, [alone.fires(guard.condition) for guard in part])
+            self._add_component(part)
 
-    def _add_component(self, guards: list[Guard], encoder: Encoder, fires: list[str]) -> None:
-        names = tuple(f"f{position}" for position in range(len(guards)))
-        lines = encoder.declarations()
-        lines += [f"(declare-const {name} Bool)\n(assert (= {name} {formula}))" for name, formula in zip(names, fires)]
+    @staticmethod
+    def _reason_alone(condition: Expr, activation: Mapping[str, object]) -> str | None:
+        """Why `condition` on its own is outside the subset, if it is."""
+        encoder = Encoder(activation)
+        try:
+            encoder.fires(condition)
+            encoder.values()
+        except (Unsupported, RecursionError) as error:
+            return _reason(error)
+        return None
+
+    def _add_component(self, guards: list[Guard], *, atoms: list[list[simple.Atom]] | None = None,
+                       encoder: Encoder | None = None, fires: list[str] | None = None) -> None:
         for guard in guards:
             guard.component = len(self.components)
-        self.components.append(Component([guard.step for guard in guards], encoder,
-                                         solve.PatternGroup("\n".join(lines), names, encoder.values())))
+        component = Component([guard.step for guard in guards], atoms)
+        if encoder is not None and fires is not None:
+            component.encoder, component.group = encoder, _pattern_group(encoder, fires)
+        self.components.append(component)
+
+    def pattern_group(self, component: Component) -> solve.PatternGroup:
+        """The component's text for the solver (encoded on first need)."""
+        if component.group is None:
+            encoder = Encoder(self.activation)
+            fires = [encoder.fires(self.guards[step].condition) for step in component.guards]
+            component.encoder, component.group = encoder, _pattern_group(encoder, fires)
+        return component.group
 
     def _guard_sets(self, graph: PlanGraph) -> list[frozenset[str]]:
         """Per step (topological position): the guards that must fire for it to run."""
@@ -243,20 +280,36 @@ class Branches:
         self._possible_runs = None
         shapes: dict[str, int] = {}
         unique: list[solve.PatternGroup] = []
-        for component in self.components:
-            if component.group.smt not in shapes:
-                shapes[component.group.smt] = len(unique)
-                unique.append(component.group)
+        hard = [component for component in self.components if not self._settle_simply(component)]
+        for component in hard:
+            group = self.pattern_group(component)
+            if group.smt not in shapes:
+                shapes[group.smt] = len(unique)
+                unique.append(group)
+        self.solved_by_worker = set(shapes)
         started = time.perf_counter()
         answers = solve.maximal_patterns(unique, self.time_bound)
         self.solver_seconds += time.perf_counter() - started
-        for component in self.components:
+        for component in hard:
+            assert component.group is not None and component.encoder is not None
             answer = answers[shapes[component.group.smt]]
             if answer.status != "ok":
                 component.reason = answer.reason
                 continue
             component.patterns = tuple(frozenset(component.guards[i] for i in found.fires) for found in answer.patterns)
             component.witnesses = tuple(component.encoder.decode(found.model) for found in answer.patterns)
+
+    def _settle_simply(self, component: Component) -> bool:
+        """Find the patterns without the solver when every condition is simple (`simple.py`)."""
+        found = component.atoms or [simple.atoms(self.guards[step].condition, self.steps) for step in component.guards]
+        if any(atoms is None for atoms in found) or not simple.well_formed(found):  # type: ignore[arg-type]
+            return False
+        settled = simple.patterns(found)  # type: ignore[arg-type]
+        if settled is None:
+            return False
+        component.patterns = tuple(frozenset(component.guards[i] for i in pattern) for pattern, _ in settled)
+        component.witnesses = tuple(witness for _, witness in settled)
+        return True
 
     def runs_under(self, choice: Mapping[int, int]) -> list[bool]:
         """The execution in which each settled component fires the pattern `choice` gives it
@@ -417,7 +470,7 @@ class Branches:
     def _enumerate_critical(self, runs: list[bool], threshold: int, upper: int) -> Worst:
         """Every combination of the branches that guard a step on a path longer than `threshold`."""
         through = budget.longest_through(self.loads, runs)
-        relevant = [index for index in range(len(self.loads)) if runs[index] and through[index] > threshold]
+        relevant = [index for index in range(len(self.loads)) if through[index] > threshold]  # skipped ones still order
         components = sorted({c for index in relevant for c, _ in self.requirements.get(index, ())
                              if len(self.components[c].patterns or (0, 0)) > 1})
         combinations = self._combinations(components)
@@ -479,3 +532,14 @@ def _components(guards: list[Guard]) -> list[list[Guard]]:
     for guard in guards:
         parts.setdefault(find("guard:" + guard.step), []).append(guard)
     return list(parts.values())
+
+
+def _pattern_group(encoder: Encoder, fires: list[str]) -> solve.PatternGroup:
+    names = tuple(f"f{position}" for position in range(len(fires)))
+    lines = encoder.declarations()
+    lines += [f"(declare-const {name} Bool)\n(assert (= {name} {formula}))" for name, formula in zip(names, fires)]
+    return solve.PatternGroup("\n".join(lines), names, encoder.values())
+
+
+def _reason(error: BaseException) -> str:
+    return error.reason if isinstance(error, Unsupported) else "the condition is nested too deeply"

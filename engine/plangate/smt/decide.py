@@ -82,7 +82,7 @@ def _replace(value: object, witness: Mapping[str, object]) -> object:
 
 
 def _value_at(path: str, witness: Mapping[str, object]) -> object:
-    if path in witness:
+    if path in witness and not isinstance(witness[path], dict):
         return witness[path]
     fields: dict[object, object] = {}
     for key, value in witness.items():
@@ -111,4 +111,5 @@ def _store(fields: dict[object, object], rest: str, value: object) -> None:
     node = fields
     for segment in segments[:-1]:
         node = node.setdefault(segment, {})  # type: ignore[assignment]
-    node[segments[-1]] = value
+    if not (value == {} and isinstance(node.get(segments[-1]), dict)):  # a map keeps the fields stored in it
+        node[segments[-1]] = value

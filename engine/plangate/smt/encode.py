@@ -290,10 +290,14 @@ class Encoder:
         return tuple(wanted)
 
     def decode(self, model: Mapping[str, object]) -> dict[str, object]:
-        """path → value for every present variable whose value the model gives."""
+        """path → value for every present variable: the model's value; {} for a map whose fields
+        were asked about; None for a field only known to be there."""
         witness: dict[str, object] = {}
         for variable in self.variables.values():
-            if not variable.used or not self.present(variable, model):
+            if not self.present(variable, model) or (variable.parent is None and not variable.used):
+                continue
+            if not variable.used:
+                witness[variable.path] = {} if variable.sort.find().sort == "Map" else None
                 continue
             value = model.get(variable.name)
             if isinstance(value, list):  # a real: a run-time number of unknown kind reads as an int if whole
@@ -402,7 +406,7 @@ class Encoder:
         if isinstance(culprit, Variable) and culprit.path not in named:
             named.insert(0, culprit.path)
         subject = f"`{named[0]}`" if named else "a value"
-        return f"{subject} is used inconsistently: as {SORT_NAMES[str(a.sort)]} and as {SORT_NAMES[str(b.sort)]}"
+        return f"{subject} is used inconsistently: as {_sort_name(a)} and as {_sort_name(b)}"
 
     def numeric(self, sort: str | None, op: str) -> None:
         if sort not in ("Int", "Real"):
@@ -745,6 +749,12 @@ class Encoder:
         relation = f"({function} {b.text} {a.text})" if name != "contains" else f"({function} {a.text} {b.text})"
         defined = conj(a.defined, b.defined)
         return Cond(conj(defined, relation), conj(defined, neg(relation)))
+
+
+def _sort_name(sort: SortClass) -> str:
+    if sort.sort == "Real" and not sort.declared:
+        return "a number"  # a run-time value compared with numbers
+    return SORT_NAMES[str(sort.sort)]
 
 
 def truncated_division(a: str, b: str) -> str:

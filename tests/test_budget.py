@@ -1,0 +1,469 @@
+"""Budgets and limits: the exact worst case, correlated branches, witnesses, time under concurrency.
+
+Property tests generate plan *text* (random DAGs with costs, retries, times, `after` and result
+references, and `when` clauses that are independent, impossible, or correlated through a shared
+result), run the budget check, and compare its verdicts with a brute force written here from the
+semantics alone (every combination of the shared results' values). Every `budget-exceeded`
+witness is replayed: its conditions evaluated by the runtime's CEL on the witness values, its
+skips propagated, its charges summed — and the total must really be over the bound.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from plangate.budget import Loads, critical_path, graham_bound, list_schedule, worst_case
+from plangate.cel.evaluate import compile_expr
+from plangate.checks import budget, limits
+from plangate.checks.context import PlanContext
+from plangate.driver import check_sources
+from plangate.graph import build_graph
+from plangate.policy.compiled import compile_policies
+from plangate.smt.branches import StepResults
+from plangate.smt.decide import instantiate
+from plangate.source import SourceFile
+from plangate.syntax import parse_source
+
+BENCHMARK = Path(__file__).resolve().parent.parent / "benchmarks" / "budget_scale.py"
+PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def context(plan_text: str, policy_text: str | None = None, **options) -> PlanContext:
+    parsed = parse_source(SourceFile("p.plan", plan_text))
+    assert parsed.document is not None, [d.message for d in parsed.diagnostics]
+    policy = None
+    if policy_text is not None:
+        parsed_policy = parse_source(SourceFile("q.policy", policy_text))
+        assert parsed_policy.document is not None, [d.message for d in parsed_policy.diagnostics]
+        policy, _ = compile_policies(parsed_policy.document.policies)
+    plan = parsed.document.plans[0]
+    return PlanContext(plan, build_graph(plan), policy, dict(options))
+
+
+def diagnostics(plan_text: str, policy_text: str | None = None, **options) -> list:
+    ctx = context(plan_text, policy_text, **options)
+    return list(limits.check(ctx)) + list(budget.check(ctx))
+
+
+def names(found: list) -> list[str]:
+    return sorted(f"{d.name}:{d.severity.value}" for d in found)
+
+
+# -- the DP ----------------------------------------------------------------------------------
+
+def test_the_dp_on_a_diamond():
+    loads = Loads(("a", "b", "c", "d"), (1, 3, 1, 2), (5, 2, 7, 1), (60, 120, 30, 10),
+                  ((), (0,), (0,), (1, 2)), (0, 1, 2, 3))
+    worst = worst_case(loads)
+    assert (worst.totals.cost, worst.totals.calls, worst.totals.work) == (5 + 6 + 7 + 2, 7, 60 + 360 + 30 + 20)
+    assert (worst.critical, worst.path) == (60 + 360 + 20, (0, 1, 3))
+    skipped_b = critical_path(loads, [True, False, True, True])
+    assert skipped_b == (60 + 30 + 20, (0, 2, 3))  # a skipped step counts as done at once
+    assert list_schedule(loads, [True] * 4, 1).makespan == worst.totals.work
+    assert graham_bound(100, 40, 4) == 25 + 30
+
+
+def test_the_dp_is_fast_at_ten_thousand_steps():
+    size = 10_000
+    loads = Loads(tuple(f"s{i}" for i in range(size)), (2,) * size, (3,) * size, (60,) * size,
+                  tuple(tuple(p for p in (i - 1, i - 7, i - 31) if p >= 0) for i in range(size)),
+                  tuple(range(size)))
+    runs = [True] * size
+    started = time.perf_counter()
+    worst = worst_case(loads, runs)
+    elapsed = time.perf_counter() - started
+    assert worst.totals.cost == 60_000 and worst.critical == 120 * size
+    assert elapsed < 0.1  # ~5 ms here; generous for loaded machines
+
+
+# -- correlated branches ---------------------------------------------------------------------
+
+BRANCHES = """plan p {{
+  budget {{ cost <= 100 usd }}
+  step x {{ call t.x() }}
+  step a {{ call t.a() when {first} cost 60 usd }}
+  step b {{ call t.b() when {second} cost 60 usd }}
+}}"""
+
+
+def test_exclusive_branches_are_never_charged_together():
+    assert diagnostics(BRANCHES.format(first="x.result.ok == true", second="x.result.ok == false")) == []
+    assert diagnostics(BRANCHES.format(first="x.result.n * 2 > 5", second="x.result.n * 2 < 3")) == []  # solver
+    assert diagnostics(BRANCHES.format(first='x.result.kind == "a"', second='x.result.kind == "b"')) == []
+    assert diagnostics(BRANCHES.format(first="x.result.n > 5", second="x.result.n < 3")) == []
+
+
+def test_compatible_branches_are_charged_together():
+    found = diagnostics(BRANCHES.format(first="x.result.ok == true", second="x.result.n > 3"))
+    assert names(found) == ["budget-exceeded:error"]
+    assert "`120 usd`" in found[0].message and "the plan's budget of `100 usd`" in found[0].message
+    found = diagnostics(BRANCHES.format(first="x.result.n > 5", second="x.result.n < 7"))
+    assert names(found) == ["budget-exceeded:error"]
+
+
+def test_the_witness_names_the_branch_and_the_values():
+    plan = """plan p {
+      budget { cost <= 70 usd }
+      step x { call t.x() cost 5 usd retry 2 }
+      step a { call t.a() when x.result.ok == true cost 60 usd }
+      step b { call t.b() when x.result.ok == false cost 40 usd }
+    }"""
+    [found] = diagnostics(plan)
+    assert found.message == "the plan can cost `75 usd`, over the plan's budget of `70 usd`"
+    text = "\n".join(found.notes)
+    assert "`x` (3 attempts × 5 usd)" in text and "`a` (60 usd)" in text
+    assert "`b` (`x.result.ok == false` with `x.result.ok` = true)" in text
+
+
+def test_a_reference_to_a_skipped_step_skips_too():
+    plan = """plan p {
+      budget { cost <= 100 usd }
+      step x { call t.x() }
+      step a { call t.a() when x.result.ok == true cost 30 usd }
+      step b { call t.b() when x.result.ok == false cost 30 usd }
+      step c { call t.c(v: a.result.v, w: b.result.w) cost 50 usd }
+      step d after a, b { call t.d() cost 50 usd }
+    }"""
+    assert diagnostics(plan) == []  # c needs both results: it never runs; d only waits
+    assert names(diagnostics(plan.replace("cost <= 100", "cost <= 79"))) == ["budget-exceeded:error"]
+
+
+def test_unsatisfiable_and_constant_conditions():
+    plan = """plan p {
+      budget { cost <= 10 usd }
+      step x { call t.x() }
+      step a { call t.a() when x.result.n > 3 && x.result.n < 2 cost 60 usd }
+      step b { call t.b() when 1 > 2 cost 60 usd }
+      step c { call t.c() when 2 > 1 cost 10 usd }
+    }"""
+    assert diagnostics(plan) == []
+
+
+def test_time_on_a_path_through_exclusive_steps():
+    plan = """plan p {
+      budget { time <= 25m }
+      step x { call t.x() time 5m }
+      step a after x { call t.a() when x.result.ok == true time 15m }
+      step b after a { call t.b() when x.result.ok == false time 15m }
+    }"""
+    assert diagnostics(plan) == []  # a and b never both run: the longest execution is 20m
+    [found] = diagnostics(plan.replace("25m", "19m"))
+    assert "`20m`" in found.message and "critical path" in found.notes[0]
+
+
+def test_conditions_outside_the_subset_count_as_possibly_running():
+    plan = """plan p {
+      budget { cost <= 10 usd }
+      step x { call t.x() }
+      step a { call t.a() when x.result.name.matches("^a") cost 60 usd }
+    }"""
+    found = diagnostics(plan)
+    assert names(found) == ["budget-exceeded:error", "decided-at-run-time:note"]
+    assert any("run-time conditions of `a`" in note for d in found for note in d.notes)
+
+
+def test_an_undecided_solver_is_budget_unknown():
+    found = diagnostics(BRANCHES.format(first="x.result.n * 2 > 5", second="x.result.n * 2 < 3"),
+                        solver_time_bound=1e-9)  # arithmetic: not a simple condition, so the solver decides
+    assert names(found) == ["budget-unknown:error"]
+    assert "timed out" in found[0].message and "between 0 usd and 120 usd" in found[0].notes[0]
+
+
+# -- time under a concurrency limit ----------------------------------------------------------
+
+PARALLEL = """plan p {{
+  budget {{ time <= {bound} }}
+  step a {{ call t.x() time 10m }}
+  step b {{ call t.x() time 10m }}
+  step c {{ call t.x() time 10m }}
+  step d {{ call t.x() time 10m }}
+}}"""
+CONCURRENCY = "policy q { tool t.* { risk read_only } limit concurrency <= 2 }"
+
+
+def test_concurrency_that_cannot_bind_leaves_the_critical_path():
+    assert diagnostics(PARALLEL.format(bound="10m"), "policy q { limit concurrency <= 4 }") == []
+
+
+def test_graham_bound_alone_is_a_warning():
+    # W = 40m, L = 10m, m = 2: Graham 25m; the list schedule takes 20m
+    found = diagnostics(PARALLEL.format(bound="22m"), CONCURRENCY)
+    assert names(found) == ["budget-exceeded:warning"]
+    assert "Graham's bound is `25m`" in found[0].message
+    assert diagnostics(PARALLEL.format(bound="25m"), CONCURRENCY) == []
+
+
+def test_a_schedule_over_the_bound_is_an_error():
+    [found] = diagnostics(PARALLEL.format(bound="15m"), CONCURRENCY)
+    assert found.severity.value == "error" and "`20m`" in found.message
+    assert "schedule with 2 at a time" in found.notes[0]
+
+
+# -- bounds, limits, currencies --------------------------------------------------------------
+
+def test_plan_budget_and_policy_limits_are_each_checked():
+    plan = """plan p {
+      budget { cost <= 50 usd calls <= 1 }
+      step a { call t.x() cost 30 usd retry 1 }
+    }"""
+    policy = "policy q { tool t.* { risk read_only } limit cost <= 55 usd limit calls <= 5 }"
+    found = diagnostics(plan, policy)
+    assert sorted(d.message for d in found) == [
+        "the plan can cost `60 usd`, over `limit cost <= 55 usd` of policy `q`",
+        "the plan can cost `60 usd`, over the plan's budget of `50 usd`",
+        "the plan can make 2 tool calls, over the plan's budget of 1 call",
+    ]
+    assert [d.span.file for d in found] == ["p.plan"] * 3
+
+
+def test_tool_caps_charge_steps_without_a_cost():
+    plan = "plan p { budget { cost <= 15 usd time <= 1h } step a { call t.x() retry 1 } }"
+    policy = "policy q { tool t.x { risk read_only cost <= 10 usd time <= 40m } }"
+    found = diagnostics(plan, policy)
+    assert sorted(d.message for d in found) == [
+        "the plan can cost `20 usd`, over the plan's budget of `15 usd`",
+        "the plan can take `1h20m`, over the plan's budget of `1h`",
+    ]
+
+
+def test_limit_exceeded_for_declared_figures():
+    plan = """plan p {
+      budget { cost <= 200 usd time <= 3h calls <= 60 }
+      step a { call t.x() cost 1..20 usd time 30m retry 5 }
+    }"""
+    policy = """policy q {
+      tool t.x { risk read_only cost <= 10 usd time <= 10m }
+      limit retries <= 3 limit cost <= 100 usd limit time <= 2h limit calls <= 50
+    }"""
+    found = [d for d in diagnostics(plan, policy) if d.name == "limit-exceeded"]
+    assert sorted(d.message for d in found) == sorted([
+        "step `a` retries 5 times, over `limit retries <= 3` of policy `q`",
+        "step `a` may cost `20 usd`, over the `10 usd` cap of tool `t.x`",
+        "step `a` may take `30m`, over the `10m` time cap of tool `t.x`",
+        "the plan's budget allows `200 usd`, over `limit cost <= 100 usd` of policy `q`",
+        "the plan's budget allows `3h`, over `limit time <= 2h` of policy `q`",
+        "the plan's budget allows 60 calls, over `limit calls <= 50` of policy `q`",
+    ])
+    assert all(d.labels and d.labels[0].span.file == "q.policy" for d in found)
+
+
+def test_currencies_that_do_not_meet():
+    plan = "plan p { budget { cost <= 15 usd } step a { call t.x() } }"
+    policy = "policy q { tool t.x { risk read_only cost <= 10 eur } limit cost <= 5 eur }"
+    found = diagnostics(plan, policy)
+    assert names(found) == ["currency-mismatch:error"] * 2  # the cap, the budget; no cost comparison
+    assert any("`10 eur` cap" in d.message for d in found)
+    plan = "plan p { budget { cost <= 15 usd } step a { call t.x() cost 3 } }"
+    found = diagnostics(plan, "policy q { limit cost <= 5 eur }")
+    assert names(found) == ["currency-mismatch:error"]  # the budget against the limit
+    plan = "plan p { step a { call t.x() cost 30 } }"  # an amount without a currency adopts the limit's
+    found = diagnostics(plan, "policy q { limit cost <= 5 eur }")
+    assert [d.message for d in found] == ["the plan can cost `30 eur`, over `limit cost <= 5 eur` of policy `q`"]
+
+
+def test_without_a_policy_the_plan_budget_is_still_checked():
+    found = check_sources([SourceFile("p.plan", "plan p { budget { calls <= 1 } step a { call t.x() retry 1 } }")])
+    assert "budget-exceeded" in [d.name for d in found.diagnostics]
+
+
+def test_the_driver_runs_both_checks():
+    plan = "plan p { budget { cost <= 5 usd } step a { call t.x() cost 9 usd retry 4 } }"
+    policy = "policy q { tool t.* { risk read_only } limit retries <= 2 }"
+    found = check_sources([SourceFile("p.plan", plan)], [SourceFile("q.policy", policy)])
+    assert {"budget-exceeded", "limit-exceeded"} <= {d.name for d in found.diagnostics}
+
+
+# -- property: the check against a brute force -----------------------------------------------
+
+@dataclass
+class StepSpec:
+    deps: list[tuple[int, bool]]  # (step, by reference)
+    cost: int
+    retry: int
+    minutes: int
+    condition: tuple | None = None  # ("free",) | ("never",) | ("kind", pivot, letter) | ("above"|"below", pivot, k)
+    text: str = field(default="")
+
+
+PIVOT_VALUES = {"kind": ["a", "b", "c", "zz"], "n": [-1, 1.5, 4.5, 7.5]}
+
+
+@st.composite
+def plans(draw):
+    size = draw(st.integers(2, 10))
+    pivots = [0] + ([1] if size > 4 and draw(st.booleans()) else [])
+    specs: list[StepSpec] = []
+    for index in range(size):
+        earlier = list(range(index))
+        chosen = draw(st.lists(st.sampled_from(earlier), max_size=3, unique=True)) if earlier else []
+        deps = [(d, draw(st.booleans())) for d in chosen]
+        spec = StepSpec(deps, draw(st.integers(0, 20)), draw(st.integers(0, 2)), draw(st.integers(0, 10)))
+        usable = [p for p in pivots if p < index]
+        kinds = ["free", "never"] + (["kind", "above", "below"] if usable else [])
+        if index > 0 and draw(st.integers(0, 2)) > 0:
+            kind = draw(st.sampled_from(kinds))
+            source = draw(st.sampled_from(earlier))
+            if kind == "free":
+                spec.condition, spec.text = ("free", source), f"s{source}.result.f{index} == true"
+            elif kind == "never":
+                spec.condition = ("never", source)
+                spec.text = f"s{source}.result.g{index} > 3 && s{source}.result.g{index} < 2"
+            elif kind == "kind":
+                pivot, letter = draw(st.sampled_from(usable)), draw(st.sampled_from("abc"))
+                spec.condition, spec.text = ("kind", pivot, letter), f's{pivot}.result.kind == "{letter}"'
+            else:
+                pivot, bound = draw(st.sampled_from(usable)), draw(st.sampled_from([0, 3, 6]))
+                spec.condition = (kind, pivot, bound)
+                spec.text = f"s{pivot}.result.n {'>' if kind == 'above' else '<'} {bound}"
+        specs.append(spec)
+    return specs
+
+
+def plan_text(specs: list[StepSpec], cost: int, calls: int, minutes: int) -> str:
+    lines = [f"plan gen {{\n  budget {{ cost <= {cost} usd calls <= {calls} time <= {minutes}m }}"]
+    for index, spec in enumerate(specs):
+        after = [f"s{d}" for d, by_reference in spec.deps if not by_reference]
+        arguments = ", ".join(f"a{d}: s{d}.result.v" for d, by_reference in spec.deps if by_reference)
+        clauses = [f"call t.run({arguments})", f"cost {spec.cost} usd", f"retry {spec.retry}", f"time {spec.minutes}m"]
+        if spec.text:
+            clauses.append(f"when {spec.text}")
+        lines.append(f"  step s{index}{' after ' + ', '.join(after) if after else ''} {{ {' '.join(clauses)} }}")
+    return "\n".join(lines) + "\n}\n"
+
+
+def brute_force(specs: list[StepSpec]) -> tuple[int, int, int]:
+    """The worst cost, calls and critical path (minutes) over every value of the shared results."""
+    pivots = sorted({spec.condition[1] for spec in specs if spec.condition and spec.condition[0]
+                     in ("kind", "above", "below")})
+    best = (0, 0, 0)
+    for values in itertools.product(*[list(itertools.product(PIVOT_VALUES["kind"], PIVOT_VALUES["n"]))] * len(pivots)):
+        chosen = dict(zip(pivots, values))
+        runs: list[bool] = []
+        for spec in specs:
+            fires = True
+            condition = spec.condition
+            if condition is not None:
+                if condition[0] == "never":
+                    fires = False
+                elif condition[0] == "kind":
+                    fires = chosen[condition[1]][0] == condition[2]
+                elif condition[0] == "above":
+                    fires = chosen[condition[1]][1] > condition[2]
+                elif condition[0] == "below":
+                    fires = chosen[condition[1]][1] < condition[2]
+            referenced = {d for d, by_reference in spec.deps if by_reference}
+            if condition is not None:
+                referenced.add(condition[1])
+            runs.append(fires and all(runs[d] for d in referenced))
+        cost = sum(s.cost * (s.retry + 1) for s, running in zip(specs, runs) if running)
+        calls = sum(s.retry + 1 for s, running in zip(specs, runs) if running)
+        finish: list[int] = []
+        for spec, running in zip(specs, runs):
+            before = max((finish[d] for d, _ in spec.deps), default=0)
+            if spec.condition is not None:
+                before = max(before, finish[spec.condition[1]])
+            finish.append(before + (spec.minutes * (spec.retry + 1) if running else 0))
+        best = (max(best[0], cost), max(best[1], calls), max(best[2], max(finish)))
+    return best
+
+
+def replay(report: budget.Report, finding: budget.Finding, ctx: PlanContext) -> list[bool]:
+    """The execution the witness describes, rebuilt from its values with the runtime's CEL."""
+    branches = report.branches
+    assert branches is not None
+    values = branches.witness_values(finding.worst.choice)
+    activation = instantiate(StepResults(ctx.graph.steps), values)
+    runs: dict[str, bool] = {}
+    for step_id in report.loads.steps:
+        step = ctx.graph.steps[step_id]
+        fires = step.when is None or compile_expr(step.when)(activation) is True
+        referenced = [p for p in ctx.graph.predecessors(step_id) if ctx.graph.edges[(p, step_id)].kind == "reference"]
+        runs[step_id] = fires and all(runs[p] for p in referenced)
+    return [runs[step_id] for step_id in report.loads.steps]
+
+
+@PROPERTY
+@given(plans(), st.integers(-1, 1), st.integers(-1, 1), st.integers(-1, 1))
+def test_the_check_agrees_with_brute_force_and_its_witnesses_replay(specs, cost_delta, calls_delta, time_delta):
+    worst_cost, worst_calls, worst_minutes = brute_force(specs)
+    text = plan_text(specs, max(0, worst_cost + cost_delta), max(0, worst_calls + calls_delta),
+                     max(0, worst_minutes + time_delta))
+    ctx = context(text)
+    report = budget.evaluate(ctx)
+    exceeded = {finding.bound.figure for finding in report.findings if finding.verdict == "exceeded"}
+    assert not [f for f in report.findings if f.verdict != "exceeded"]
+    expected = {figure for figure, worst, delta in (("cost", worst_cost, cost_delta), ("calls", worst_calls, calls_delta),
+                                                     ("time", worst_minutes, time_delta))
+                if worst > max(0, worst + delta)}
+    assert exceeded == expected, text
+    loads = report.loads
+    for finding in report.findings:
+        runs = replay(report, finding, ctx)
+        assert runs == list(finding.worst.runs), text
+        if finding.bound.figure == "time":
+            total = critical_path(loads, runs)[0]
+        else:
+            total = getattr(worst_case(loads, runs).totals, finding.bound.figure)
+        assert total == finding.worst.lower and total > finding.bound.value, text
+
+
+# -- scale -----------------------------------------------------------------------------------
+
+def test_a_thousand_steps_with_branch_groups_is_quick():
+    spec = importlib.util.spec_from_file_location("budget_scale", BENCHMARK)
+    assert spec is not None and spec.loader is not None
+    benchmark = sys.modules.setdefault("budget_scale", importlib.util.module_from_spec(spec))
+    spec.loader.exec_module(benchmark)  # the benchmark's own generator
+    generated = benchmark.generate(1000, seed=3)
+    ctx = context(generated.text.replace("{time}", "100h"))
+    budget.evaluate(ctx)  # the worker is up, the code is warm
+    started = time.perf_counter()
+    report = budget.evaluate(ctx)
+    elapsed = time.perf_counter() - started
+    assert report.findings == []  # the budgets are the exact worst case: proven within
+    assert elapsed < 1.0  # ~40 ms here
+
+
+# -- property: simple patterns against the solver's ------------------------------------------
+
+ATOMS = ['x.result.kind == "a"', 'x.result.kind == "b"', 'x.result.kind != "a"', "x.result.n > 3",
+         "x.result.n <= 3", "x.result.n < 1", "x.result.n == 2", "x.result.n != 2", "!(x.result.n >= 5)",
+         "x.result.ok", "!x.result.ok", "x.result.ok == false", "has(x.result.a)", "!has(x.result.a)",
+         "x.result.a.b == 1", "!has(x.result.a.b)", "x.result.a.c > 0", 'x.result.kind in ["a", "c"]',
+         '!(x.result.kind in ["b", "c"])', "x.result.n in [2, 4.5, 7]", "x.result.ok in [true]"]
+
+
+@PROPERTY
+@given(st.lists(st.lists(st.sampled_from(ATOMS), min_size=1, max_size=2), min_size=1, max_size=5))
+def test_simple_patterns_are_the_solvers(conditions):
+    from plangate.smt import solve
+
+    steps = "\n".join(f"  step c{i} {{ call t.y() cost 1 usd when {' && '.join(atoms)} }}"
+                      for i, atoms in enumerate(conditions))
+    ctx = context(f"plan p {{\n  budget {{ cost <= 0 usd }}\n  step x {{ call t.x() }}\n{steps}\n}}")
+    report = budget.evaluate(ctx)
+    branches = report.branches
+    assert branches is not None
+    activation_steps = StepResults(ctx.graph.steps)
+    for component in branches.components:
+        group = branches.pattern_group(component)
+        simply = component.patterns is not None and group.smt not in branches.solved_by_worker
+        [answer] = solve.maximal_patterns([group], 10.0)
+        assert answer.status == "ok"
+        by_solver = {frozenset(component.guards[i] for i in found.fires) for found in answer.patterns}
+        assert set(component.patterns or ()) == by_solver, conditions
+        if not simply:
+            continue
+        for pattern, witness in zip(component.patterns or (), component.witnesses):
+            activation = instantiate(activation_steps, witness)
+            for step in component.guards:
+                fired = compile_expr(ctx.graph.steps[step].when)(activation) is True
+                assert fired == (step in pattern), (conditions, pattern, witness)

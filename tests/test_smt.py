@@ -1,0 +1,244 @@
+"""The solver layer: CEL → SMT encoding, the worker's hard time bound, and `decide()`.
+
+Unit tests of each verdict, differential tests against the runtime's evaluator (a verdict on
+concrete values must agree with evaluating them; a witness, substituted back, must make the
+condition true; "never" and "must" must hold on every sampled activation), and the process
+guarantees: the bound holds even when the solver overruns, and plangate never imports z3 itself.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cel_strategies import VARIABLE_TYPES, activations, expressions
+from plangate.cel.evaluate import compile_expr
+from plangate.smt import solve
+from plangate.smt.decide import Unknown, Verdict, decide, instantiate
+from plangate.smt.encode import Encoder, duration_seconds
+from plangate.source import SourceFile
+from plangate.syntax import parse_expression
+
+DIFFERENTIAL = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+ACTIVATION = {
+    "x": {"result": Unknown("x.result")},
+    "args": {"amount": Unknown("args.amount", "double"), "env": Unknown("args.env", "string"),
+             "count": Unknown("args.count", "int"), "force": Unknown("args.force", "bool")},
+    "step": {"risk": 2, "retry": 1, "time": 300},
+    "call": {"tool": "db.drop"},
+    "read_only": 0, "reversible_write": 1, "external_write": 2, "irreversible": 3,
+}
+
+
+def parse(text: str):
+    expr, diagnostics = parse_expression(SourceFile("<expr>", text))
+    assert expr is not None, [d.message for d in diagnostics]
+    return expr
+
+
+def fires(text: str, activation: dict) -> bool:
+    return compile_expr(parse(text))(activation) is True
+
+
+def verdict(text: str, activation: dict | None = None, time_bound: float = 5.0) -> Verdict:
+    return decide(parse(text), ACTIVATION if activation is None else activation, time_bound)
+
+
+@pytest.mark.parametrize("text, outcome", [
+    ("x.result.ok == true", "may"),
+    ("x.result.ok == true && x.result.ok == false", "never"),
+    ("x.result.ok == true || x.result.ok != true", "may"),  # an absent field fires neither side
+    ("has(x.result.ok) || !has(x.result.ok)", "must"),
+    ("x.result.a.b == 1 && !has(x.result.a)", "never"),
+    ("args.amount > 500.0", "may"),
+    ("args.amount > 500", "may"),  # int and double compare by value
+    ("args.env == \"prod\" || args.env != \"prod\"", "must"),
+    ("args.count == \"a\"", "never"),  # values of two types are never equal
+    ("args.count > 1 && args.count < 2", "never"),
+    ("x.result.n > 1 && x.result.n < 2", "may"),  # a run-time number may be a double
+    ("args.count * args.count == 2", "never"),
+    ("args.count / 2 == -3 && args.count > -8", "may"),
+    ("args.count % 3 == -1", "may"),
+    ("args.env.startsWith(\"ab\") && size(args.env) == 2", "may"),
+    ("args.env.startsWith(\"ab\") && size(args.env) == 1", "never"),
+    ("args.env in [\"a\", \"b\"] && args.env != \"a\"", "may"),
+    ("args.env in []", "never"),
+    ("args.force ? args.count > 3 : args.count < 0", "may"),
+    ("step.risk >= external_write", "must"),
+    ("step.risk >= irreversible", "never"),
+    ("step.time < duration(\"1h\")", "must"),
+    ("call.tool == \"db.drop\" && args.env == \"prod\"", "may"),
+    ("x.result.missing.deep", "may"),
+    ("args.count + 1 > args.count", "may"),  # not must: at the top of the range `+ 1` overflows
+    ("args.count - args.count == 0", "must"),
+    ("no_such_variable == 1", "never"),  # an error: the condition never fires
+    ("args.count == null", "never"),
+])
+def test_verdicts(text, outcome):
+    result = verdict(text)
+    assert result.outcome == outcome, result
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("args.env.matches(\"^p\")", "`matches`"),
+    ("[1, 2].exists(e, e > args.count)", "`exists`"),
+    ("x.result.v == 1 && x.result.v == \"a\"", "inconsistently"),
+    ("x.result.n > 2 && x.result.n % 2 == 1", "inconsistently"),
+    ("x.result.v == null", "`null`"),
+    ("x.result.list[args.count] == 1", "index"),
+    ("2u > 1u", "uint"),
+])
+def test_outside_the_subset_is_decided_at_run_time(text, fragment):
+    result = verdict(text)
+    assert result.outcome == "runtime" and fragment in (result.reason or ""), result
+
+
+@pytest.mark.parametrize("text", [
+    "x.result.ok == true", "args.amount > 500.0 && args.env.endsWith(\"-prod\")",
+    "x.result.n > 1 && x.result.n < 2", "has(x.result.a) && !has(x.result.b) && x.result.a.c == \"z\"",
+    "args.count / 3 == 7 && args.count % 3 == 2", "x.result.s + \"!\" == \"hi!\"",
+    "args.env in [\"eu\", \"us\"] && args.count >= 2 && args.force",
+    "x.result.a.b == 1 || x.result.c == \"q\"",
+])
+def test_witnesses_make_the_condition_true(text):
+    result = verdict(text)
+    assert result.outcome in ("may", "must")
+    assert fires(text, instantiate(ACTIVATION, result.witness or {}))
+
+
+def test_the_same_path_is_one_variable():
+    result = verdict("x.result.n == 7 && x.result.n != 8")
+    assert result.outcome == "may" and result.witness == {"x.result.n": 7}
+
+
+def test_unknown_fields_extend_the_path():
+    assert Unknown("x.result").field("ok") == Unknown("x.result.ok", "dyn")
+    with pytest.raises(ValueError):
+        Unknown("x", "float")
+
+
+def test_durations():
+    assert duration_seconds("1h30m") == 5400
+    assert duration_seconds("1.5s") == 1.5
+    assert duration_seconds("-2m") == -120
+    assert duration_seconds("90") is None and duration_seconds("1x") is None
+
+
+def test_identical_shapes_give_identical_text():
+    first, second = Encoder(ACTIVATION), Encoder({"y": {"result": Unknown("y.result")}})
+    assert first.fires(parse("x.result.kind == \"a\"")) == second.fires(parse("y.result.kind == \"a\""))
+    assert first.declarations() == second.declarations()
+
+
+# -- differential: concrete values ---------------------------------------------------------
+
+@DIFFERENTIAL
+@given(expressions("bool"), activations())
+def test_concrete_verdicts_agree_with_the_runtime(expr, activation):
+    """With no `Unknown`, a verdict is the runtime's value: must ⇔ true, never ⇔ not true."""
+    result = decide(expr, activation)
+    if result.outcome == "runtime":
+        return  # e.g. an infinite double meeting nothing symbolic never happens; strings past U+2FFFF
+    assert result.outcome in ("must", "never"), result
+    assert (result.outcome == "must") == (compile_expr(expr)(activation) is True)
+
+
+# -- differential: symbolic values ---------------------------------------------------------
+
+SYMBOLIC_TYPES = {"i1": "int", "i2": "int", "s1": "string", "s2": "string", "b1": "bool", "b2": "bool"}
+
+
+@DIFFERENTIAL
+@given(expressions("bool"), activations(), st.sets(st.sampled_from(sorted(SYMBOLIC_TYPES)), min_size=1))
+def test_symbolic_verdicts_hold_on_sampled_values(expr, activation, unknown):
+    """Some variables become `Unknown`s of their type: the verdict must hold for the sampled
+    values (never ⇒ false there, must ⇒ true there), and a witness must make the condition true."""
+    partial = {name: Unknown(name, SYMBOLIC_TYPES[name]) if name in unknown else value
+               for name, value in activation.items()}
+    result = decide(expr, partial)
+    if result.outcome in ("runtime", "unknown"):
+        return
+    sampled = compile_expr(expr)(activation) is True
+    if result.outcome == "never":
+        assert not sampled
+    if result.outcome == "must":
+        assert sampled
+    if result.outcome in ("may", "must"):
+        witnessed = {name: value for name, value in activation.items()}
+        witnessed.update(instantiate({name: partial[name] for name in unknown}, result.witness or {}))
+        for name in unknown:
+            if witnessed[name] == {}:  # the condition did not read it: any value of its type
+                witnessed[name] = activation[name]
+        assert compile_expr(expr)(witnessed) is True, (result, witnessed)
+
+
+def test_strategies_cover_every_symbolic_variable():
+    assert set(SYMBOLIC_TYPES) <= set(VARIABLE_TYPES)
+    assert all(str(VARIABLE_TYPES[name]) == kind for name, kind in SYMBOLIC_TYPES.items())
+
+
+# -- the time bound --------------------------------------------------------------------------
+
+HARD = "x.result.a * x.result.a * x.result.a + x.result.b * x.result.b * x.result.b == " \
+       "x.result.c * x.result.c * x.result.c + 33 && x.result.a > 1000000 && x.result.b > 1000000"
+
+
+def test_a_hard_query_comes_back_unknown_within_its_bound():
+    verdict("x.result.ok == true")  # the worker is up
+    started = time.monotonic()
+    result = verdict(HARD, time_bound=0.5)
+    elapsed = time.monotonic() - started
+    assert result.outcome == "unknown" and "0.5s" in (result.reason or ""), result
+    assert elapsed < 1.5
+
+
+def test_the_worker_is_killed_when_the_solver_overruns(monkeypatch):
+    """The parent's wait ends before Z3's own timeout: the worker is killed, the answer is
+    "unknown", and the next query gets a fresh worker."""
+    verdict("x.result.ok == true")
+    monkeypatch.setattr(solve, "GRACE", -0.4)  # wait 0.1 s for a query Z3 may run for 0.5 s
+    started = time.monotonic()
+    result = verdict(HARD, time_bound=0.5)
+    assert result.outcome == "unknown" and "timed out" in (result.reason or "")
+    assert time.monotonic() - started < 1.0
+    monkeypatch.setattr(solve, "GRACE", 0.25)
+    assert verdict("x.result.ok == true").outcome == "may"
+
+
+def test_no_answer_is_a_pass():
+    answers = solve.check([solve.Query("(declare-const a Int)(assert (> a 1))", (("a", "Int"),))], 1e-9)
+    assert answers[0].status == "unknown" and answers[0].reason
+
+
+# -- z3 stays out of the checking process ----------------------------------------------------
+
+def test_checking_never_imports_z3():
+    script = textwrap.dedent('''
+        import sys
+        from plangate.driver import check_sources
+        from plangate.source import SourceFile
+        plain = "plan p { budget { cost <= 5 usd } step a { call t.x() cost 2 usd } }"
+        branching = ("plan q { budget { cost <= 5 usd } step a { call t.x() cost 2 usd } "
+                     "step b { call t.y() when a.result.ok == true cost 4 usd } "
+                     "step c { call t.y() when a.result.ok == false cost 4 usd } }")
+        check_sources([SourceFile("p.plan", plain)])
+        print("plain", "z3" in sys.modules)
+        check_sources([SourceFile("q.plan", branching)])
+        print("branching", "z3" in sys.modules)
+    ''')
+    output = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert output.stdout.split() == ["plain", "False", "branching", "False"], output.stderr
+
+
+def test_constant_conditions_need_no_worker(monkeypatch):
+    monkeypatch.setattr(solve, "check", lambda *args: pytest.fail("the solver was asked"))
+    assert verdict("step.risk >= external_write && call.tool == \"db.drop\"").outcome == "must"
+    assert verdict("x.result.ok == true || true").outcome == "must"
+    assert verdict("false && x.result.s.matches(\"a\")").outcome == "never"
