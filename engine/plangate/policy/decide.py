@@ -96,9 +96,13 @@ class Evaluator:
     def verdict(self, expr: cel.Expr, activation: dict[str, Any], unknown: bool,
                 time_bound: float = 2.0) -> StaticVerdict:
         """Whether `expr` never, may or must hold, given an activation that may hold `Unknown`s."""
+        outcome = self.holds(expr, activation)
+        if isinstance(outcome, bool):
+            # Decided with the unknown values still opaque: a `Unknown` makes every operation that
+            # reads it an error, so a bool here did not depend on them (`false && x`, `has(…)`).
+            return StaticVerdict("must" if outcome else "never")
         if not unknown or not _reads_unknown(expr, activation):
-            outcome = self.holds(expr, activation)
-            return StaticVerdict("must" if outcome is True else "never")
+            return StaticVerdict("never")  # an error that no run-time value can mend: it never fires
         from plangate.smt.decide import decide
 
         answer = decide(expr, _seconds_for_durations(activation), time_bound)

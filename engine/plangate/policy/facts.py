@@ -12,12 +12,14 @@ becomes `step.args.name`, typed by the tool's argument schema (or `dyn`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from plangate.cel import ast as cel
-from plangate.checks.context import PlanContext
 from plangate.ir.nodes import Plan, Risk, Step, ToolCall
 from plangate.policy.compiled import CatalogueEntry, CompiledPolicy
+
+if TYPE_CHECKING:
+    from plangate.checks.context import PlanContext
 
 UNKNOWN_TYPES = {"string": "string", "int": "int", "uint": "int", "double": "double", "bool": "bool"}
 
@@ -39,7 +41,7 @@ def effective_risk(step: Step, entry: CatalogueEntry | None) -> Risk:
     return max(levels) if levels else Risk.irreversible
 
 
-def plan_facts(ctx: PlanContext) -> dict[str, StepFacts]:
+def plan_facts(ctx: "PlanContext") -> dict[str, StepFacts]:
     """The facts of every step (first of each id), computed once and kept in `ctx.facts`."""
     cached = ctx.facts.get("steps")
     if cached is None:
