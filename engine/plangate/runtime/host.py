@@ -45,7 +45,7 @@ import signal
 import time
 import uuid
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable
 
@@ -74,7 +74,7 @@ class RuntimeError_(Exception):
 
 @dataclass
 class RunView:
-    """The run as folded from its journal records (rebuilt on every pass, never cached)."""
+    """The run as folded from its journal records; each `Runtime.view` hands out a fresh copy."""
 
     run: str
     plan: Plan
@@ -136,6 +136,9 @@ class Runtime:
         self.tools = tools or ToolRegistry()
         self.clock = clock
         self.fault = fault
+        # run → (state folded from the journal, (seq, hash) of the last record folded): a cache
+        # of what the journal says, checked against the chain on every read, never a second truth.
+        self._folded: dict[str, tuple[RunView, tuple[int, str]]] = {}
 
     # ------------------------------------------------------------------ starting
     def start(self, plan_text: str, plan_file: str, policy_texts: list[tuple[str, str]],
@@ -174,6 +177,28 @@ class Runtime:
 
     # ------------------------------------------------------------------ reading
     def view(self, run: str) -> RunView:
+        """The run folded from its journal. The first view of a run in this process verifies the
+        whole chain; later ones read and verify only the records appended since, and fold them
+        into a copy of the last folded state (which is derived from the journal alone)."""
+        cached = self._folded.get(run)
+        if cached is None:
+            folded, last = self._fold_whole(run)
+        else:
+            folded, (seq, record_hash) = cached
+            records, problems = self.journal.records_since(run, seq, record_hash)
+            if problems:
+                self._folded.pop(run, None)
+                raise RuntimeError_("the journal of run `%s` is damaged: %s" % (run, "; ".join(map(str, problems[:3]))))
+            for record in records:
+                _fold(folded, record)
+            last = (records[-1].seq, records[-1].hash) if records else (seq, record_hash)
+        self._folded[run] = (folded, last)
+        view = _copy_view(folded)
+        for step_id in view.open_intents:  # a call with no answer recorded: it may have happened
+            view.states[step_id] = "outcome_unknown"
+        return view
+
+    def _fold_whole(self, run: str) -> tuple[RunView, tuple[int, str]]:
         problems = self.journal.verify(run)
         if problems:
             raise RuntimeError_("the journal of run `%s` is damaged: %s" % (run, "; ".join(map(str, problems[:3]))))
@@ -190,9 +215,7 @@ class Runtime:
                        policy_texts=policy_texts, started_at=float(first.get("started_at", 0)))
         for record in records[1:]:
             _fold(view, record)
-        for step_id in view.open_intents:  # a call with no answer recorded: it may have happened
-            view.states[step_id] = "outcome_unknown"
-        return view
+        return view, (records[-1].seq, records[-1].hash)
 
     # ------------------------------------------------------------------ running
     def advance(self, run: str) -> RunReport:
@@ -563,6 +586,14 @@ class Runtime:
         return RunReport(run, state, message, steps)
 
 
+def _copy_view(view: RunView) -> RunView:
+    """A copy whose containers can be changed without touching `view`."""
+    return replace(view, states=dict(view.states), reasons=dict(view.reasons), attempts=dict(view.attempts),
+                   results=dict(view.results), open_intents=dict(view.open_intents),
+                   marked_unknown=set(view.marked_unknown), last_intent=dict(view.last_intent),
+                   approvals={step: list(items) for step, items in view.approvals.items()})
+
+
 def _load(plan_text: str, plan_file: str, policy_texts: list[tuple[str, str]]) -> tuple[Plan, CompiledPolicy]:
     return _load_checked(plan_text, plan_file, tuple(tuple(item) for item in policy_texts))
 
@@ -629,10 +660,20 @@ def _fold(view: RunView, record: Record) -> None:
         view.approvals.setdefault(step, []).append(body)
 
 
-def _order(plan: Plan) -> list[str]:
-    from plangate.graph import build_graph
+_ORDERS: dict[int, tuple[Plan, list[str]]] = {}
 
-    return build_graph(plan).topological_order()
+
+def _order(plan: Plan) -> list[str]:
+    """The plan's steps in topological order, computed once per plan object."""
+    known = _ORDERS.get(id(plan))
+    if known is None or known[0] is not plan:
+        from plangate.graph import build_graph
+
+        known = (plan, build_graph(plan).topological_order())
+        if len(_ORDERS) >= 64:  # a long-lived process sees many plans: keep only recent ones
+            _ORDERS.clear()
+        _ORDERS[id(plan)] = known
+    return known[1]
 
 
 def _predecessors(plan: Plan, step: Step) -> dict[str, str]:

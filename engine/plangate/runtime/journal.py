@@ -291,6 +291,38 @@ class Journal:
             problems.extend(_verify_chain(run_id, rows, head))
         return problems
 
+    def records_since(self, run: str, seq: int, record_hash: str) -> tuple[list[Record], list[Problem]]:
+        """The run's records after the one numbered `seq`, whose hash the caller read as
+        `record_hash`, checked as a continuation of the chain from there and against the run's
+        head; with the problems found (none when the journal grew as an append-only log should).
+
+        Edits to records up to `seq` are not looked at again: call `verify(run)` once, then follow
+        the run with this, as the runtime does within one process."""
+        with self._transaction("DEFERRED"):
+            rows = self._connection.execute(
+                f"SELECT {_COLUMNS} FROM records WHERE run = ? AND seq > ? ORDER BY seq", (run, seq)
+            ).fetchall()
+            head = self._head(run)
+        problems: list[Problem] = []
+        records: list[Record] = []
+        expected_prev_hash = record_hash
+        for row in rows:
+            decoded = _decode(row)
+            if isinstance(decoded, str):
+                problems.append(Problem(run, row[0], "malformed-record", decoded))
+            elif content_hash(list(row[:7])) != row[7]:
+                problems.append(Problem(run, row[0], "record-altered", _ALTERED))
+            elif row[6] != expected_prev_hash:
+                problems.append(Problem(run, row[0], "chain-broken", _CHAIN_BROKEN))
+            else:
+                records.append(decoded)
+            expected_prev_hash = row[7]
+        last = (rows[-1][0], rows[-1][7]) if rows else (seq, record_hash)
+        if head != last:
+            problems.append(Problem(run, None, "head-mismatch",
+                                    f"its head is {head and '#%d' % head[0]}, but its last record is #{last[0]}"))
+        return records, problems
+
     def step_states(self, run: str) -> dict[str, StepState]:
         """Each step's (state, attempts) folded from its records; steps with no state are absent."""
         states: dict[str, str] = {}
