@@ -319,3 +319,27 @@ def test_without_a_reconcile_hook_the_run_waits_for_plangate_reconcile(tmp_path,
         reconciled = [r.body for r in runtime.journal.records(RUN) if r.kind == "reconciled"]
         assert reconciled == [{"happened": answer == "--happened", "by": "ops"}]
         assert_invariants(runtime, demo)
+
+
+def test_a_hand_settled_call_can_carry_the_result_the_operator_saw(tmp_path, demo):
+    tools = tmp_path / "no_hook.py"
+    tools.write_text(NO_HOOK_TOOLS.format(demo=str(DEMO_TOOLS)))
+    journal = str(tmp_path / "journal.db")
+
+    def plangate(*args, fault=None):
+        return cli(*args, "--journal", journal, cwd=ROOT, demo_dir=demo, fault=fault)
+
+    assert plangate("run", "examples/deploy.plan", "--policy", "policies/baseline.policy", "--tools", str(tools),
+                    "--run", RUN, fault="preview:after_call").returncode == KILLED
+    assert plangate("resume", RUN, "--tools", str(tools)).returncode == 3
+    observed = {"id": "pv-seen", "url": "https://pv-seen.example.com"}
+    refused = plangate("reconcile", RUN, "preview", "--not-happened", "--as", "ops", "--result", "{}")
+    assert refused.returncode == 2 and "`--result` goes with `--happened`" in refused.stderr
+    assert plangate("reconcile", RUN, "preview", "--happened", "--as", "ops", "--result", "{bad").returncode == 2
+    settled = plangate("reconcile", RUN, "preview", "--happened", "--as", "ops", "--result", json.dumps(observed))
+    assert settled.returncode == 0, settled.stderr
+    with runtime_at(tmp_path / "journal.db") as runtime:
+        view = runtime.view(RUN)
+        assert view.results["preview"] == observed
+        result = [r.body for r in runtime.journal.records(RUN) if r.kind == "result" and r.step == "preview"][-1]
+        assert result["external_ref"] == "pv-seen" and result["settled_by"] == "ops"

@@ -80,6 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
     happened.add_argument("--happened", action="store_true")
     happened.add_argument("--not-happened", action="store_true")
     reconcile.add_argument("--as", dest="approver", required=True, metavar="NAME")
+    reconcile.add_argument("--result", metavar="JSON",
+                           help="with --happened: the result the call gave, as JSON (later steps read it)")
     reconcile.add_argument("--journal", default=DEFAULT_JOURNAL, metavar="PATH")
 
     status = commands.add_parser("status", help="the state of a run and its steps")
@@ -286,8 +288,20 @@ def _approve(args: argparse.Namespace) -> int:
 
 @_runtime_command
 def _reconcile(args: argparse.Namespace) -> int:
+    import json
+
+    from plangate.runtime.host import RuntimeError_
+
+    result = None
+    if args.result is not None:
+        if not args.happened:
+            raise RuntimeError_("`--result` goes with `--happened`: a call that did not happen has no result")
+        try:
+            result = json.loads(args.result)
+        except ValueError as error:
+            raise RuntimeError_(f"`--result` is not JSON: {error}") from None
     runtime = _runtime(args.journal)
-    runtime.reconcile(args.run_id, args.step, bool(args.happened), args.approver)
+    runtime.reconcile(args.run_id, args.step, bool(args.happened), args.approver, result)
     print(f"step `{args.step}` settled: the call {'happened' if args.happened else 'did not happen'}")
     return 0
 

@@ -509,14 +509,16 @@ class Runtime:
                           effective_risk=effective_risk(step, entry), args=args)
         return evaluator_for(view.policy).decide_call(rule_activation(facts, view.plan)).requirements
 
-    def reconcile(self, run: str, step_id: str, happened: bool, by: str) -> None:
+    def reconcile(self, run: str, step_id: str, happened: bool, by: str, result: Any = None) -> None:
+        """Settle an unknown outcome by hand; `result` is what the operator observed (if it happened),
+        which later steps and `expect` then see as the step's result."""
         view = self.view(run)
         if view.states.get(step_id) != "outcome_unknown":
             raise RuntimeError_(f"step `{step_id}` of run `{run}` has no unknown outcome to settle "
                                 f"(it is {view.states.get(step_id, 'not started')})")
         self.journal.append(run, "reconciled", {"happened": happened, "by": by}, step=step_id)
         if happened:
-            self.journal.append(run, "result", {"result": None, "external_ref": None,
+            self.journal.append(run, "result", {"result": result, "external_ref": _external_ref(result),
                                                 "settled_by": by}, step=step_id)
 
     def abort(self, run: str, rollback: bool) -> RunReport:
@@ -560,7 +562,10 @@ class Runtime:
                                                      "rollback": True}, step=step.id)
             self._set(view, step.id, "compensated", f"rolled back by `{step.rollback.tool}`")
         else:
-            self.journal.append(view.run, "attempt_failed", {"error": outcome.error or "rollback failed"}, step=step.id)
+            error = outcome.error or "rollback failed"
+            self.journal.append(view.run, "attempt_failed", {"error": error}, step=step.id)
+            self._set(view, step.id, "succeeded", f"its rollback by `{step.rollback.tool}` failed ({error}): "
+                                                  "the effect stands")
 
     # ------------------------------------------------------------------ reporting
     def report(self, run: str, view: RunView, reason: str | None = None, record: bool = True) -> RunReport:
