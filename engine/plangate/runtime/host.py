@@ -292,7 +292,7 @@ class Runtime:
     def _prepare(self, view: RunView, step_id: str) -> dict[str, Any] | str | None:
         """Decide one step; the call to make, "changed" when only its state moved, or None."""
         plan = view.plan
-        step = plan.step(step_id)
+        step = _step(plan, step_id)
         assert step is not None and step.call is not None
         state = view.states.get(step_id)
         if state == "verifying":  # the call returned before a crash: finish it without calling
@@ -425,7 +425,7 @@ class Runtime:
         return ("waiting for " + ", ".join(missing)) if missing else None
 
     def _finish(self, view: RunView, step_id: str, call: dict[str, Any], outcome: Outcome) -> None:
-        step = view.plan.step(step_id)
+        step = _step(view.plan, step_id)
         assert step is not None
         if view.states.get(step_id) != "verifying":
             if not outcome.ok:
@@ -470,7 +470,7 @@ class Runtime:
     def approve(self, run: str, step_id: str, approver: str, role: str) -> dict[str, Any]:
         """Record an approval bound to the exact call the step would make now."""
         view = self.view(run)
-        step = view.plan.step(step_id)
+        step = _step(view.plan, step_id)
         if step is None or step.call is None:
             raise RuntimeError_(f"run `{run}` has no step `{step_id}`")
         call = self.exact_call(view, step)
@@ -528,7 +528,7 @@ class Runtime:
                 self._set(view, step_id, "cancelled", "the run was aborted")
         if rollback:
             for step_id in reversed(_order(view.plan)):
-                step = view.plan.step(step_id)
+                step = _step(view.plan, step_id)
                 if step is None or step.rollback is None or view.states.get(step_id) != "succeeded":
                     continue
                 if effective_risk(step, view.policy.match(step.call.tool)) != Risk.reversible_write:
@@ -627,7 +627,7 @@ def _fold(view: RunView, record: Record) -> None:
         view.plan, view.plan_hash, view.plan_version = plan, body["plan_hash"], body["plan_version"]
         view.plan_text = body["plan_text"]
         for step_id, state in list(view.states.items()):  # changed calls lose their completed state
-            old, new = old_plan.step(step_id), plan.step(step_id)
+            old, new = _step(old_plan, step_id), _step(plan, step_id)
             if new is None or (state in GOOD and old is not None and canonical(old.call) != canonical(new.call)):
                 view.states.pop(step_id, None)
                 view.results.pop(step_id, None)
@@ -645,7 +645,7 @@ def _fold(view: RunView, record: Record) -> None:
         view.marked_unknown.discard(step)
         view.states[step] = "running"
         view.calls += 1
-        planned = view.plan.step(step)
+        planned = _step(view.plan, step)
         if planned is not None and planned.cost is not None:
             view.cost += float(planned.cost.high.amount)
     elif kind == "result":
@@ -665,31 +665,50 @@ def _fold(view: RunView, record: Record) -> None:
         view.approvals.setdefault(step, []).append(body)
 
 
-_ORDERS: dict[int, tuple[Plan, list[str]]] = {}
+@dataclass(frozen=True)
+class _PlanIndex:
+    order: list[str]
+    steps: dict[str, Step]
+    predecessors: dict[str, dict[str, str]]  # step → {earlier step: "after" | "reference"}
 
 
-def _order(plan: Plan) -> list[str]:
-    """The plan's steps in topological order, computed once per plan object."""
-    known = _ORDERS.get(id(plan))
+_INDEXES: dict[int, tuple[Plan, _PlanIndex]] = {}
+
+
+def _index(plan: Plan) -> _PlanIndex:
+    """Order, steps by id and predecessors of a plan, computed once per plan object."""
+    known = _INDEXES.get(id(plan))
     if known is None or known[0] is not plan:
-        from plangate.graph import build_graph
+        from plangate.graph import build_graph, step_expressions
 
-        known = (plan, build_graph(plan).topological_order())
-        if len(_ORDERS) >= 64:  # a long-lived process sees many plans: keep only recent ones
-            _ORDERS.clear()
-        _ORDERS[id(plan)] = known
+        predecessors: dict[str, dict[str, str]] = {}
+        for step in plan.steps:
+            found: dict[str, str] = {name.name: "after" for name in step.after}
+            for _clause, expr in step_expressions(step):
+                for name, _span in cel.step_references(expr):
+                    if name != step.id:
+                        found[name] = "reference"
+            predecessors.setdefault(step.id, found)
+        steps: dict[str, Step] = {}
+        for step in plan.steps:
+            steps.setdefault(step.id, step)
+        known = (plan, _PlanIndex(build_graph(plan).topological_order(), steps, predecessors))
+        if len(_INDEXES) >= 64:  # a long-lived process sees many plans: keep only recent ones
+            _INDEXES.clear()
+        _INDEXES[id(plan)] = known
     return known[1]
 
 
-def _predecessors(plan: Plan, step: Step) -> dict[str, str]:
-    from plangate.graph import step_expressions
+def _order(plan: Plan) -> list[str]:
+    return _index(plan).order
 
-    found: dict[str, str] = {name.name: "after" for name in step.after}
-    for _clause, expr in step_expressions(step):
-        for name, _span in cel.step_references(expr):
-            if name != step.id:
-                found[name] = "reference"
-    return found
+
+def _step(plan: Plan, step_id: str) -> Step | None:
+    return _index(plan).steps.get(step_id)
+
+
+def _predecessors(plan: Plan, step: Step) -> dict[str, str]:
+    return _index(plan).predecessors[step.id]
 
 
 def _call_tool(tools: ToolRegistry, intent: dict[str, Any]) -> Outcome:
