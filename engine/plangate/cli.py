@@ -244,6 +244,11 @@ def _run(args: argparse.Namespace) -> int:
     policy_texts = [(name, result.sources.get(name).text) for name in args.policy]
     runtime = _runtime(args.journal, args.tools)
     if args.run_id and args.run_id in runtime.journal.runs():
+        recorded = runtime.view(args.run_id).policy.hash
+        if result.policy is not None and result.policy.hash != recorded:
+            print(f"plangate: run `{args.run_id}` was started under another policy ({recorded}); a run keeps "
+                  "its policy: start a new run to use these policies", file=sys.stderr)
+            return 2
         runtime.new_version(args.run_id, plan_text, args.plan)
         run_id = args.run_id
     else:

@@ -1,7 +1,7 @@
 """Reference CEL semantics: evaluation by cel-python, with values in `plangate.cel.evaluate`'s form.
 
 Used by the differential tests (the compiled evaluator must agree with it on the well-typed subset)
-and as a slow fallback evaluator.
+(nothing else evaluates with it: cel-python is hundreds of times slower than the closures).
 
 Algorithm: the expression (a tree, printed canonically with `to_source`, or CEL text) is compiled
 by cel-python once per distinct text (an LRU cache); the activation's values are converted to

@@ -95,7 +95,7 @@ def _type_problem(declared: str, value: Any, expr: Any) -> str | None:
     from plangate.smt.decide import Unknown
 
     if isinstance(value, (Unknown, CelError)) or declared in ("dyn", "duration", "timestamp"):
-        return None  # known only at run time (checked again there), or not checkable by value
+        return None  # known only at run time (the tool's own type hints are checked then), or not checkable by value
     if value is None:
         return None if declared == "null" else "it is `null`"
     if isinstance(value, bool) and declared != "bool":

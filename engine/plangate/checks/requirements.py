@@ -7,7 +7,7 @@ at run time; "may" counts, since the run may need it). Approvals: the required a
 merged per role (the most approvers, the shortest `within`); the plan must ask for each role with
 at least that many approvers and no longer `within` (a plan `approval` without `within` takes the
 policy's). A `check` covers a step when it depends on it directly. Each diagnostic says which rule
-asked for what. A `check` step needs approvals like any other, but no check, rollback or key of
+asked for what. `limit approval_within` bounds every `within` a plan writes (`limit-exceeded`). A `check` step needs approvals like any other, but no check, rollback or key of
 its own: it must be read-only, and `check-not-read-only` reports one that is not.
 """
 
@@ -64,6 +64,16 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
         if step.kind == "check":
             for source in ctx.graph.predecessors(step.id):
                 checked_by.setdefault(source, []).append(step.id)
+    cap = ctx.policy.limit("approval_within") if ctx.policy is not None else None
+    for step in ctx.graph.steps.values():
+        for spec in step.approvals:
+            if cap is not None and spec.within is not None and cap.seconds is not None and spec.within.seconds > cap.seconds:
+                yield diagnostic(
+                    "limit-exceeded", spec.within.span,
+                    f"step `{step.id}` lets an approval last {spec.within.text}, over `limit approval_within` of "
+                    f"{format_seconds(cap.seconds)}",
+                    labels=[Label(cap.span, "the limit")], notes=[f"the limit is set by policy `{cap.policy}`"],
+                    help=f"write `within {format_seconds(cap.seconds)}` or less (or leave it out: the limit applies)")
     for step_id, requirements in applicable(ctx).items():
         step = ctx.graph.steps[step_id]
         approvals = [(r, outcome) for r, outcome in requirements if r.kind == "approval" and r.approval is not None]

@@ -2,8 +2,8 @@
 
 A step whose `when` is the constant `false` never runs; nor does a step that uses the result of a
 step that never runs (a skipped step has no result, so whatever refers to it is skipped too; an
-`after` alone only orders, and a skipped step counts as done for it). Conditions that are not constant are decided with the
-policy checks (a condition proven unsatisfiable there is reported the same way).
+`after` alone only orders, and a skipped step counts as done for it). Only constant conditions are
+judged here; the budget check reasons about the others (which steps can run together).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Combination (the contract, §4): the union of requirements, the tightest limit, 
 tool named by several policies gets the highest risk (a disagreement on the risk class is a
 `policy-conflict` warning: one of them misjudges the tool) and the tightest caps (an overlay that
 lowers a cap is the usual case, so that is silent); `unknown_tools` is
-`deny` if any policy says so (and by default). Patterns: an exact dotted name, a prefix `a.b.*`
+`warn` only when every policy that sets it says `warn` (and at least one does), else `deny`. Patterns: an exact dotted name, a prefix `a.b.*`
 (matching `a.b.c` and deeper, not `a.b` itself) or `*`; the most specific match wins — exact, then
 the longest prefix, then `*`. Two policies giving one pattern different `args` schemas make the
 tool ambiguous (`ambiguous-tool`); the first schema is kept.
@@ -220,6 +220,13 @@ def compile_policies(policies: Iterable[Policy]) -> tuple[CompiledPolicy, list[D
             if value is None:
                 continue
             current = limits.get(limit.name)
+            if current is not None and current.currency and value.currency and current.currency != value.currency:
+                diagnostics.append(diagnostic(
+                    "currency-mismatch", limit.span,
+                    f"`limit {limit.name}` is in `{value.currency}` here but in `{current.currency}` in policy "
+                    f"`{current.policy}`: the two cannot be compared",
+                    labels=[Label(current.span, "the other limit")], help="state both limits in one currency"))
+                continue
             if current is None or value.key() < current.key():
                 limits[limit.name] = value
         tests.extend((policy.id, test) for test in policy.tests)
@@ -298,5 +305,8 @@ def _limit_value(policy: str, limit: Limit, diagnostics: list[Diagnostic]) -> Li
     if value.currency is not None or value.amount != value.amount.to_integral_value() or value.amount < 0:
         diagnostics.append(diagnostic("invalid-value", limit.span,
                                       f"`limit {limit.name}` takes a whole number, not `{value}`"))
+        return None
+    if limit.name == "concurrency" and value.amount < 1:
+        diagnostics.append(diagnostic("invalid-value", limit.span, "`limit concurrency` must be at least 1"))
         return None
     return LimitValue(limit.name, count=int(value.amount), policy=policy, span=limit.span)

@@ -151,7 +151,7 @@ def _warn_rules(old: CompiledPolicy, new: CompiledPolicy, changes: list[Change])
             changes.append(Change("changed", f"warn {name}", f"warn rule `{name}` was {what}"))
 
 
-def _needs(policy: CompiledPolicy, risk: Risk, time_bound: float) -> dict[str, str]:
+def _needs(policy: CompiledPolicy, risk: Risk, time_bound: float) -> dict[str, tuple[str, int, int | None]]:
     """What a step of `risk` must have under `policy`: requirement key → description."""
     from plangate.smt.decide import decide
 
@@ -172,10 +172,21 @@ def _needs(policy: CompiledPolicy, risk: Risk, time_bound: float) -> dict[str, s
             needs[spec.role] = (max(count, spec.count), min(bounds) if bounds else None)
         else:
             others[requirement.kind] = requirement.kind
-    result = {f"approval:{role}": f'approval by {count} of role "{role}"'
-              + (f" within {format_seconds(within)}" if within else "") for role, (count, within) in needs.items()}
-    result.update({f"{kind}": kind for kind in others})
+    result: dict[str, tuple[str, int, int | None]] = {
+        f"approval:{role}": (f'approval by {count} of role "{role}"' + (f" within {format_seconds(within)}" if within else ""),
+                             count, within)
+        for role, (count, within) in needs.items()}
+    result.update({kind: (kind, 0, None) for kind in others})
     return result
+
+
+def _compare_needs(before: tuple[str, int, int | None], after: tuple[str, int, int | None]) -> str:
+    """Whether NEW's approval need asks for less (loosened), more (tightened) or a mix (changed)."""
+    _, old_count, old_within = before
+    _, new_count, new_within = after
+    more = new_count > old_count or (new_within is not None and (old_within is None or new_within < old_within))
+    less = new_count < old_count or (old_within is not None and (new_within is None or new_within > old_within))
+    return "changed" if more == less else "tightened" if more else "loosened"
 
 
 def _requirements(old: CompiledPolicy, new: CompiledPolicy, changes: list[Change], time_bound: float) -> None:
@@ -183,11 +194,12 @@ def _requirements(old: CompiledPolicy, new: CompiledPolicy, changes: list[Change
         before, after = _needs(old, risk, time_bound), _needs(new, risk, time_bound)
         for key in sorted(before.keys() | after.keys()):
             if key not in after:
-                changes.append(Change("loosened", f"{risk.name} steps", f"`{risk.name}` steps no longer need {before[key]}"))
+                changes.append(Change("loosened", f"{risk.name} steps", f"`{risk.name}` steps no longer need {before[key][0]}"))
             elif key not in before:
-                changes.append(Change("tightened", f"{risk.name} steps", f"`{risk.name}` steps now need {after[key]}"))
+                changes.append(Change("tightened", f"{risk.name} steps", f"`{risk.name}` steps now need {after[key][0]}"))
             elif before[key] != after[key]:
-                changes.append(Change("changed", f"{risk.name} steps", f"`{risk.name}` steps: {before[key]} → {after[key]}"))
+                changes.append(Change(_compare_needs(before[key], after[key]), f"{risk.name} steps",
+                                      f"`{risk.name}` steps: {before[key][0]} → {after[key][0]}"))
 
 
 def _limits(old: CompiledPolicy, new: CompiledPolicy, changes: list[Change]) -> None:

@@ -52,14 +52,21 @@ class PolicyTestResult:
 def run_policy_tests(paths: Sequence[str]) -> PolicyTestResult:
     from plangate.driver import check
 
-    checked = check([], list(paths))
-    if len(paths) > 1:  # each policy is tested on its own: combining them is not this command's job
-        checked.diagnostics = [d for d in checked.diagnostics if d.name != "policy-conflict"]
-    result = PolicyTestResult(list(checked.diagnostics), checked.sources, checked.files)
-    if any(d.severity is Severity.ERROR and d.name in ("syntax-error", "unreadable-input", "input-too-large")
-           for d in checked.diagnostics):
-        return result
-    for policy in checked.policies:
+    from plangate.source import SourceMap
+
+    result = PolicyTestResult([], SourceMap(), [str(path) for path in paths])
+    policies = []
+    for path in paths:  # each policy is checked and tested on its own: this command does not combine
+        checked = check([], [path])
+        result.diagnostics.extend(checked.diagnostics)
+        for name in checked.files:
+            source = checked.sources.get(name)
+            if source is not None:
+                result.sources.add(source)
+        if not any(d.severity is Severity.ERROR and d.name in ("syntax-error", "unreadable-input", "input-too-large")
+                   for d in checked.diagnostics):
+            policies.extend(checked.policies)
+    for policy in policies:
         compiled, _ = compile_policies([policy])
         for test in policy.tests:
             outcome, problems = run_test(compiled, policy.id, test)

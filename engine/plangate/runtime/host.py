@@ -62,6 +62,7 @@ from plangate.runtime.journal import Journal, Record
 from plangate.runtime.tools import Outcome, ToolRegistry, bind, invoke, invoke_reconcile
 from plangate.source import SourceFile
 
+DEFAULT_APPROVAL_SECONDS = 24 * 3600  # how long an approval lasts when neither plan nor policy says
 FINISHED = frozenset({"succeeded", "skipped", "failed", "blocked", "cancelled", "compensated"})
 GOOD = frozenset({"succeeded", "skipped"})
 BAD = frozenset({"failed", "blocked", "cancelled", "compensated"})
@@ -196,6 +197,7 @@ class Runtime:
         view = _copy_view(folded)
         for step_id in view.open_intents:  # a call with no answer recorded: it may have happened
             view.states[step_id] = "outcome_unknown"
+            view.reasons[step_id] = "the call may have happened: its answer was never recorded"
         return view
 
     def _fold_whole(self, run: str) -> tuple[RunView, tuple[int, str]]:
@@ -228,7 +230,8 @@ class Runtime:
             return self._pause(view, "the decision " + ", ".join(f"`{q}`" for q in pending) + " is still open")
         self._reconcile_unknown(view)
         limit = view.policy.limit("concurrency")
-        workers = max(1, limit.count if limit is not None and limit.count else 4)
+        # The policy's limit; without one, every ready step may run (the static time bound assumes so).
+        workers = limit.count if limit is not None and limit.count else max(1, min(len(view.plan.steps), 64))
         with ThreadPoolExecutor(max_workers=workers) as pool:
             running: dict[Future, tuple[str, dict[str, Any]]] = {}
             while True:
@@ -337,6 +340,12 @@ class Runtime:
         facts = StepFacts(step=step, entry=entry, declared_risk=step.risk.level if step.risk else None,
                           effective_risk=effective_risk(step, entry), args=args)
         decision = evaluator_for(view.policy).decide_call(rule_activation(facts, plan))
+        if decision.denied_by or decision.warned_by or decision.errors:
+            self.journal.append(view.run, "decision", {
+                "step": step_id, "tool": step.call.tool, "args_hash": content_hash(args),
+                "denied_by": [rule.name for rule in decision.denied_by],
+                "warned_by": [rule.name for rule in decision.warned_by],
+                "errors": [{"rule": name, "error": message} for name, message in decision.errors]})
         if decision.denied_by:
             rule = decision.denied_by[0]
             self._set(view, step_id, "blocked", f"denied by `{rule.name}`" + (f": {rule.because}" if rule.because else ""))
@@ -368,7 +377,7 @@ class Runtime:
 
     def _budget_problem(self, view: RunView, step: Step) -> str | None:
         budget = view.plan.budget
-        cost = float(step.cost.high.amount) if step.cost is not None else 0.0
+        cost = _declared_cost(view.policy, step)
         bounds = []
         if budget is not None:
             bounds.append(("the plan's budget", budget.calls, float(budget.cost.amount) if budget.cost else None,
@@ -479,8 +488,9 @@ class Runtime:
             wanted = ", ".join(f'"{r}"' for r in needs) or "no role"
             raise RuntimeError_(f"step `{step_id}` needs no approval by role \"{role}\" (it needs {wanted})")
         within = needs[role][1]
-        if within is None:
-            within = 24 * 3600
+        cap = view.policy.limit("approval_within")
+        bounds = [seconds for seconds in (within, cap.seconds if cap is not None else None) if seconds is not None]
+        within = min(bounds) if bounds else DEFAULT_APPROVAL_SECONDS
         body = {"plan_hash": view.plan_hash, "plan_version": view.plan_version, "tool": call["tool"],
                 "args_hash": content_hash(call["args"]), "args": call["args"], "approver": approver, "role": role,
                 "expires_at": _now_iso(self.clock() + within), "run": run}
@@ -591,6 +601,14 @@ class Runtime:
         return RunReport(run, state, message, steps)
 
 
+def _declared_cost(policy: CompiledPolicy, step: Step) -> float:
+    """What one attempt of `step` may cost: its declared high end, else its tool's cap, else 0."""
+    if step.cost is not None:
+        return float(step.cost.high.amount)
+    entry = policy.match(step.call.tool) if step.call is not None else None
+    return float(entry.cost_cap) if entry is not None and entry.cost_cap is not None else 0.0
+
+
 def _copy_view(view: RunView) -> RunView:
     """A copy whose containers can be changed without touching `view`."""
     return replace(view, states=dict(view.states), reasons=dict(view.reasons), attempts=dict(view.attempts),
@@ -646,8 +664,8 @@ def _fold(view: RunView, record: Record) -> None:
         view.states[step] = "running"
         view.calls += 1
         planned = _step(view.plan, step)
-        if planned is not None and planned.cost is not None:
-            view.cost += float(planned.cost.high.amount)
+        if planned is not None and not body.get("rollback"):
+            view.cost += _declared_cost(view.policy, planned)
     elif kind == "result":
         view.open_intents.pop(step, None)
         view.results[step] = body["result"]
@@ -657,6 +675,7 @@ def _fold(view: RunView, record: Record) -> None:
         view.open_intents.pop(step, None)
     elif kind == "outcome_unknown":
         view.states[step] = "outcome_unknown"
+        view.reasons[step] = "the call may have happened: its answer was never recorded"
         view.marked_unknown.add(step)
     elif kind == "reconciled":
         view.open_intents.pop(step, None)

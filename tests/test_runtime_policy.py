@@ -1,0 +1,105 @@
+"""The runtime and the compiled policy agree on the details: limits that bound approvals and
+concurrency, tool caps as costs, decisions journaled, and a run that keeps its policy."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from plangate.driver import check_sources
+from plangate.runtime.journal import Journal
+from plangate.runtime.host import Runtime
+from plangate.runtime.tools import ToolRegistry, tool
+from plangate.source import SourceFile
+
+POLICY = """
+policy p {
+  tool ops.write { risk external_write  cost <= 7 usd }
+  tool ops.read  { risk read_only }
+  require approval when step.risk >= external_write by role "operator" within 2h
+  warn "noisy" when call.tool == "ops.read"
+  limit approval_within <= 30m
+  limit cost <= 10 usd
+}
+"""
+
+PLAN = """
+plan p {
+  step look { call ops.read() }
+  step act after look { call ops.write(n: 1) idempotency "act-1" approval by role "operator" }
+  check seen after act { call ops.read() }
+}
+"""
+
+
+@tool("ops.read")
+def read() -> dict:
+    return {"ok": True}
+
+
+@tool("ops.write")
+def write(n: int, idempotency_key: str) -> dict:
+    return {"id": f"w-{n}"}
+
+
+def _runtime(tmp_path, clock=lambda: 1_000_000.0):
+    registry = ToolRegistry()
+    registry.register(read)
+    registry.register(write)
+    return Runtime(Journal.open(tmp_path / "journal.db"), registry, clock=clock)
+
+
+def test_approval_within_limit_caps_the_expiry_and_the_plan(tmp_path):
+    runtime = _runtime(tmp_path)
+    run = runtime.start(PLAN, "p.plan", [("p.policy", POLICY)], run="r1")
+    assert runtime.advance(run).state == "paused"
+    body = runtime.approve(run, "act", "alice", "operator")
+    expires = datetime.fromisoformat(body["expires_at"]).timestamp()
+    assert expires - 1_000_000.0 == 30 * 60  # the policy's 2h requirement is capped by approval_within
+    longer = PLAN.replace('by role "operator" }', 'by role "operator" within 1h }')
+    found = check_sources([SourceFile("p.plan", longer)], [SourceFile("p.policy", POLICY)]).diagnostics
+    assert [(d.name, d.message) for d in found if d.name == "limit-exceeded"] == [
+        ("limit-exceeded", "step `act` lets an approval last 1h, over `limit approval_within` of 30m")]
+
+
+def test_decisions_are_journaled_and_tool_caps_count_as_costs(tmp_path):
+    runtime = _runtime(tmp_path)
+    run = runtime.start(PLAN, "p.plan", [("p.policy", POLICY)], run="r1")
+    runtime.advance(run)
+    runtime.approve(run, "act", "alice", "operator")
+    report = runtime.advance(run)
+    assert report.state == "succeeded", report.message
+    decisions = [r.body for r in runtime.journal.records(run) if r.kind == "decision"]
+    assert {d["step"] for d in decisions} == {"look", "seen"} and all(d["warned_by"] == ["noisy"] for d in decisions)
+    assert runtime.view(run).cost == 7.0  # `act` declares no cost: its tool's cap is what it may cost
+
+
+def test_a_second_write_would_break_the_cost_limit_through_the_cap(tmp_path):
+    twice = PLAN.replace("check seen after act { call ops.read() }",
+                         'step again after act { call ops.write(n: 2) idempotency "act-2" approval by role "operator" }')
+    found = check_sources([SourceFile("p.plan", twice)], [SourceFile("p.policy", POLICY)]).diagnostics
+    assert "budget-exceeded" in {d.name for d in found}  # 2 × 7 usd of caps over `limit cost <= 10 usd`
+
+
+def test_concurrency_must_be_positive_and_limits_share_a_currency():
+    bad = POLICY.replace("limit cost <= 10 usd", "limit cost <= 10 usd\n  limit concurrency <= 0")
+    names = {d.name for d in check_sources([], [SourceFile("p.policy", bad)]).diagnostics}
+    assert "invalid-value" in names
+    other = "policy q { limit cost <= 900 jpy }"
+    found = check_sources([SourceFile("p.plan", PLAN)], [SourceFile("p.policy", POLICY), SourceFile("q.policy", other)])
+    assert [d.file for d in found.diagnostics if d.name == "currency-mismatch"] == ["q.policy"]
+
+
+def test_a_run_keeps_the_policy_it_started_with(tmp_path, capsys):
+    from plangate.cli import main
+
+    (tmp_path / "p.plan").write_text(PLAN)
+    (tmp_path / "p.policy").write_text(POLICY)
+    (tmp_path / "q.policy").write_text(POLICY.replace("limit cost <= 10 usd", "limit cost <= 20 usd"))
+    tools = tmp_path / "tools.py"
+    tools.write_text("from plangate import tool\n\n@tool('ops.read')\ndef read() -> dict:\n    return {'ok': True}\n\n"
+                     "@tool('ops.write')\ndef write(n: int, idempotency_key: str) -> dict:\n    return {'id': n}\n")
+    common = ["--tools", str(tools), "--journal", str(tmp_path / "j.db"), "--run", "r1"]
+    assert main(["run", str(tmp_path / "p.plan"), "--policy", str(tmp_path / "p.policy"), *common]) == 3
+    assert main(["run", str(tmp_path / "p.plan"), "--policy", str(tmp_path / "q.policy"), *common]) == 2
+    assert "a run keeps its policy" in capsys.readouterr().err
+    assert main(["run", str(tmp_path / "p.plan"), "--policy", str(tmp_path / "p.policy"), *common]) == 3
