@@ -103,3 +103,37 @@ def test_a_run_keeps_the_policy_it_started_with(tmp_path, capsys):
     assert main(["run", str(tmp_path / "p.plan"), "--policy", str(tmp_path / "q.policy"), *common]) == 2
     assert "a run keeps its policy" in capsys.readouterr().err
     assert main(["run", str(tmp_path / "p.plan"), "--policy", str(tmp_path / "p.policy"), *common]) == 3
+
+
+def test_a_call_past_its_time_is_left_unknown_and_settled_by_the_hook(tmp_path):
+    import threading
+
+    release = threading.Event()
+    happened: list[str] = []
+
+    @tool("ops.slow")
+    def slow(idempotency_key: str) -> dict:
+        release.wait(5)
+        happened.append(idempotency_key)
+        return {"id": "s-1"}
+
+    @slow.reconcile
+    def slow_reconcile(idempotency_key: str) -> dict | None:
+        return {"id": "s-1"} if idempotency_key in happened else None
+
+    policy = "policy p { tool ops.slow { risk reversible_write } unknown_tools deny }"
+    plan = 'plan p { step s { call ops.slow() time 1s retry 1 idempotency "slow-1" } }'
+    registry = ToolRegistry()
+    registry.register(slow)
+    runtime = Runtime(Journal.open(tmp_path / "journal.db"), registry)
+    run = runtime.start(plan, "p.plan", [("p.policy", policy)], run="r1")
+    report = runtime.advance(run)
+    assert report.state == "paused" and report.steps["s"]["state"] == "outcome_unknown"
+    assert report.steps["s"]["attempts"] == 1  # not retried blindly
+    release.set()
+    for _ in range(50):
+        if happened:
+            break
+        threading.Event().wait(0.05)
+    assert runtime.advance(run).state == "succeeded"  # the hook says it happened: its result is taken
+    assert happened == ["slow-1"] and runtime.view(run).results["s"] == {"id": "s-1"}

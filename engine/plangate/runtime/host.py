@@ -232,15 +232,17 @@ class Runtime:
         limit = view.policy.limit("concurrency")
         # The policy's limit; without one, every ready step may run (the static time bound assumes so).
         workers = limit.count if limit is not None and limit.count else max(1, min(len(view.plan.steps), 64))
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            running: dict[Future, tuple[str, dict[str, Any]]] = {}
+        pool = ThreadPoolExecutor(max_workers=workers)
+        running: dict[Future, tuple[str, dict[str, Any], float]] = {}  # call → (step, intent, deadline)
+        left_behind = 0
+        try:
             while True:
                 view = self.view(run)
                 progressed = False
                 for step_id in _order(view.plan):
                     if step_id in view.states and view.states[step_id] in FINISHED | {"outcome_unknown"}:
                         continue
-                    if any(name == step_id for name, _ in running.values()):
+                    if any(name == step_id for name, _, _ in running.values()):
                         continue
                     if len(running) >= workers:
                         break
@@ -251,17 +253,42 @@ class Runtime:
                     if action == "changed":
                         continue
                     self.fault(step_id, "after_intent")
-                    running[pool.submit(_call_tool, self.tools, action)] = (step_id, action)
+                    bound = _step(view.plan, step_id).time  # type: ignore[union-attr]
+                    deadline = time.monotonic() + bound.seconds if bound is not None else float("inf")
+                    running[pool.submit(_call_tool, self.tools, action)] = (step_id, action, deadline)
                 if not running:
                     if not progressed:
                         break
                     continue
-                done, _ = wait(list(running), return_when=FIRST_COMPLETED)
+                soonest = min(deadline for _, _, deadline in running.values())
+                timeout = None if soonest == float("inf") else max(0.0, soonest - time.monotonic())
+                done, _ = wait(list(running), timeout=timeout, return_when=FIRST_COMPLETED)
                 for future in done:
-                    step_id, call = running.pop(future)
+                    step_id, call, _ = running.pop(future)
                     self.fault(step_id, "after_call")
                     self._finish(self.view(run), step_id, call, future.result())
+                left_behind += self._time_out(run, running)
+        finally:
+            pool.shutdown(wait=not left_behind, cancel_futures=True)  # never wait on a timed-out call
         return self.report(run, self.view(run))
+
+    def _time_out(self, run: str, running: dict[Future, tuple[str, dict[str, Any], float]]) -> int:
+        """Calls past their step's `time`: the step becomes `outcome_unknown` (the call may still
+        take effect), to be settled by the tool's reconcile hook or by hand — never called again
+        blindly. The abandoned call's answer, if it ever comes, is not recorded. Returns how many
+        calls were abandoned."""
+        now = time.monotonic()
+        abandoned = 0
+        for future, (step_id, call, deadline) in list(running.items()):
+            if now < deadline:
+                continue
+            del running[future]
+            step = _step(self.view(run).plan, step_id)
+            self.journal.append(run, "outcome_unknown", {"idempotency_key": call["idempotency_key"],
+                                                         "reason": f"no answer within {step.time.text}"},  # type: ignore[union-attr]
+                                step=step_id)
+            abandoned += 1
+        return abandoned
 
     def _reconcile_unknown(self, view: RunView) -> None:
         for step_id, intent in list(view.open_intents.items()):
