@@ -18,7 +18,6 @@ import json
 import re
 from pathlib import Path
 
-import pytest
 
 from plangate.cli import main
 from plangate.diagnostics import Severity

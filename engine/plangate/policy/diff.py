@@ -23,7 +23,7 @@ from typing import Any
 
 from plangate.cel import ast as cel
 from plangate.ir.nodes import Risk
-from plangate.policy.compiled import CompiledPolicy, LimitValue, describe_approval, format_seconds
+from plangate.policy.compiled import CompiledPolicy, format_seconds
 
 
 @dataclass

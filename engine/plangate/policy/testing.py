@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from plangate.diagnostics import Diagnostic, Label, Severity, diagnostic
-from plangate.ir.nodes import Plan, PolicyTest, Risk
+from plangate.ir.nodes import Plan, PolicyTest
 from plangate.policy.compiled import CompiledPolicy, compile_policies
 from plangate.source import SourceMap
 from plangate.suggest import did_you_mean
@@ -79,7 +79,7 @@ def run_policy_tests(paths: Sequence[str]) -> PolicyTestResult:
 def run_test(policy: CompiledPolicy, policy_id: str, test: PolicyTest) -> tuple[TestOutcome, list[Diagnostic]]:
     from plangate.cel.evaluate import CelError, compile_expr
     from plangate.policy.decide import evaluator_for
-    from plangate.policy.facts import StepFacts, rule_activation
+    from plangate.policy.facts import StepFacts, effective_risk, rule_activation
     from plangate.ir.nodes import Step
 
     problems: list[Diagnostic] = []
@@ -93,11 +93,9 @@ def run_test(policy: CompiledPolicy, policy_id: str, test: PolicyTest) -> tuple[
             value = None
         args[argument.name] = value
     entry = policy.match(test.call.tool)
-    declared = test.risk.level if test.risk is not None else None
-    levels = [r for r in (declared, entry.risk if entry is not None else None) if r is not None]
-    risk = max(levels) if levels else Risk.irreversible
-    step = Step(id=f"test", call=test.call, risk=test.risk)
-    facts = StepFacts(step=step, entry=entry, declared_risk=declared, effective_risk=risk, args=args)
+    step = Step(id="test", call=test.call, risk=test.risk)
+    facts = StepFacts(step=step, entry=entry, declared_risk=test.risk.level if test.risk is not None else None,
+                      effective_risk=effective_risk(step, entry), args=args)
     activation = rule_activation(facts, Plan(id=policy_id))
     decision = evaluator_for(policy).decide_call(activation)
     unknown_denied = entry is None and policy.unknown_tools == "deny"
