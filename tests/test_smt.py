@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from cel_strategies import VARIABLE_TYPES, activations, expressions
 from plangate.cel.evaluate import compile_expr
+from plangate.cel.reference import evaluate_reference
 from plangate.smt import solve
 from plangate.smt.decide import Unknown, Verdict, decide, instantiate
 from plangate.smt.encode import Encoder, duration_seconds
@@ -150,6 +151,17 @@ def test_concrete_verdicts_agree_with_the_runtime(expr, activation):
     assert (result.outcome == "must") == (compile_expr(expr)(activation) is True)
 
 
+@DIFFERENTIAL
+@given(expressions("bool"), activations())
+def test_concrete_verdicts_agree_with_cel_python(expr, activation):
+    """The same, against the reference semantics directly (cel-python), not only the closures."""
+    result = decide(expr, activation)
+    if result.outcome == "runtime":
+        return
+    reference = evaluate_reference(expr, activation)
+    assert (result.outcome == "must") == (reference is True), (result, reference)
+
+
 # -- differential: symbolic values ---------------------------------------------------------
 
 SYMBOLIC_TYPES = {"i1": "int", "i2": "int", "s1": "string", "s2": "string", "b1": "bool", "b2": "bool"}
@@ -177,6 +189,7 @@ def test_symbolic_verdicts_hold_on_sampled_values(expr, activation, unknown):
             if witnessed[name] == {}:  # the condition did not read it: any value of its type
                 witnessed[name] = activation[name]
         assert compile_expr(expr)(witnessed) is True, (result, witnessed)
+        assert evaluate_reference(expr, witnessed) is True, (result, witnessed)  # and by cel-python
 
 
 def test_strategies_cover_every_symbolic_variable():
