@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from plangate.runtime.host import RunReport, Runtime, RuntimeError_
+from plangate.runtime.host import RunReport, Runtime, RunError
 from plangate.runtime.journal import Journal
 from plangate.runtime.tools import ToolRegistry
 
@@ -65,7 +65,7 @@ def approve_waiting(runtime: Runtime, run: str) -> list[str]:
             for number in (1, 2):
                 try:
                     runtime.approve(run, step_id, f"{role}-{number}", role)
-                except RuntimeError_ as error:
+                except RunError as error:
                     assert "needs no approval by role" in str(error), error
                     break
         approved.append(step_id)

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from plangate.runtime.canonical import content_hash
-from plangate.runtime.host import RuntimeError_
+from plangate.runtime.host import RunError
 from plangate.runtime.tools import ToolRegistry, tool
 from runtime_support import baseline, example, ledger, runtime_at
 
@@ -158,7 +158,7 @@ def test_an_expired_approval_does_not_count(runtime, demo, clock):
 
 def test_an_approval_in_the_wrong_role_is_refused_and_a_recorded_one_does_not_count(runtime, demo):
     run = paused_at_route(runtime)
-    with pytest.raises(RuntimeError_, match='needs no approval by role "viewer"'):
+    with pytest.raises(RunError, match='needs no approval by role "viewer"'):
         runtime.approve(run, "route", "mallory", "viewer")
     body = runtime.approve(run, "route", "alice", "operator")
     other_run = paused_at_route(runtime)

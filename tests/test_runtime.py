@@ -431,22 +431,22 @@ def test_a_new_plan_version_keeps_completed_effects_and_a_changed_step_needs_a_n
 
 
 def test_a_new_plan_version_must_raise_the_version(runtime, demo):
-    from plangate.runtime.host import RuntimeError_
+    from plangate.runtime.host import RunError
 
     text, name = example("deploy")
     run = runtime.start(text, name, baseline())
     assert runtime.new_version(run, text, name) == runtime.view(run).plan_hash  # the same plan: nothing to do
-    with pytest.raises(RuntimeError_, match="higher `version` than 4"):
+    with pytest.raises(RunError, match="higher `version` than 4"):
         runtime.new_version(run, text.replace("objective ", 'non_goal "x"\n  objective '), name)
 
 
 def test_a_new_plan_version_of_an_ended_run_is_refused(box):
-    from plangate.runtime.host import RuntimeError_
+    from plangate.runtime.host import RunError
 
     _, runtime = box
     run = start_plan(runtime, '  step a { call t.read(key: "a") }')
     assert runtime.advance(run).state == "succeeded"
-    with pytest.raises(RuntimeError_, match="has ended \\(succeeded\\)"):
+    with pytest.raises(RunError, match="has ended \\(succeeded\\)"):
         runtime.new_version(run, plan_text('  step a { call t.read(key: "a2") }', version=2), "t.plan")
 
 

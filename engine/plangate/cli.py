@@ -189,29 +189,29 @@ def _policy(args: argparse.Namespace) -> int:
 
 
 def _runtime(journal_path: str, tools: Sequence[str] = (), read_only: bool = False):
-    from plangate.runtime.host import Runtime, RuntimeError_
+    from plangate.runtime.host import Runtime, RunError
     from plangate.runtime.journal import Journal, JournalError
     from plangate.runtime.tools import ToolRegistry
 
     try:
         journal = Journal.open(journal_path, read_only=read_only)
     except JournalError as error:
-        raise RuntimeError_(str(error)) from None
+        raise RunError(str(error)) from None
     registry = ToolRegistry()
     problems = [problem for module in tools for problem in registry.load(module)]
     if problems:
         journal.close()
-        raise RuntimeError_("cannot load the tools: " + "; ".join(problems))
+        raise RunError("cannot load the tools: " + "; ".join(problems))
     return Runtime(journal, registry)
 
 
 def _runtime_command(function):
     def run(args: argparse.Namespace) -> int:
-        from plangate.runtime.host import RuntimeError_
+        from plangate.runtime.host import RunError
 
         try:
             return function(args)
-        except RuntimeError_ as error:
+        except RunError as error:
             print(f"plangate: {error}", file=sys.stderr)
             return 2
     return run
@@ -266,13 +266,13 @@ def _resume(args: argparse.Namespace) -> int:
 @_runtime_command
 def _approve(args: argparse.Namespace) -> int:
     from plangate.runtime.canonical import canonical_json
-    from plangate.runtime.host import RuntimeError_
+    from plangate.runtime.host import RunError
 
     runtime = _runtime(args.journal)
     view = runtime.view(args.run_id)
     step = view.plan.step(args.step)
     if step is None:
-        raise RuntimeError_(f"run `{args.run_id}` has no step `{args.step}`")
+        raise RunError(f"run `{args.run_id}` has no step `{args.step}`")
     call = runtime.exact_call(view, step)
     print(f"run:       {args.run_id}")
     print(f"plan:      {view.plan.id} version {view.plan_version} ({view.plan_hash})")
@@ -281,7 +281,7 @@ def _approve(args: argparse.Namespace) -> int:
     print(f"approver:  {args.approver} as role \"{args.role}\"")
     if not args.yes:
         if not sys.stdin.isatty():
-            raise RuntimeError_("confirm on a terminal, or pass --yes to approve without asking")
+            raise RunError("confirm on a terminal, or pass --yes to approve without asking")
         answer = input("approve this exact call? [y/N] ").strip().lower()
         if answer not in ("y", "yes"):
             print("not approved")
@@ -295,16 +295,16 @@ def _approve(args: argparse.Namespace) -> int:
 def _reconcile(args: argparse.Namespace) -> int:
     import json
 
-    from plangate.runtime.host import RuntimeError_
+    from plangate.runtime.host import RunError
 
     result = None
     if args.result is not None:
         if not args.happened:
-            raise RuntimeError_("`--result` goes with `--happened`: a call that did not happen has no result")
+            raise RunError("`--result` goes with `--happened`: a call that did not happen has no result")
         try:
             result = json.loads(args.result)
         except ValueError as error:
-            raise RuntimeError_(f"`--result` is not JSON: {error}") from None
+            raise RunError(f"`--result` is not JSON: {error}") from None
     runtime = _runtime(args.journal)
     runtime.reconcile(args.run_id, args.step, bool(args.happened), args.approver, result)
     print(f"step `{args.step}` settled: the call {'happened' if args.happened else 'did not happen'}")

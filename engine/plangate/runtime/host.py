@@ -69,7 +69,7 @@ BAD = frozenset({"failed", "blocked", "cancelled", "compensated"})
 BOUNDARIES = ("before_intent", "after_intent", "after_call", "after_result")
 
 
-class RuntimeError_(Exception):
+class RunError(Exception):
     """The run cannot go on for a reason a person must read (shown without a traceback)."""
 
 
@@ -148,7 +148,7 @@ class Runtime:
         plan, policy = _load(plan_text, plan_file, policy_texts)
         run = run or "run-" + uuid.uuid4().hex[:12]
         if run in self.journal.runs():
-            raise RuntimeError_(f"run `{run}` already exists")
+            raise RunError(f"run `{run}` already exists")
         mission = {"objective": plan.objective, "non_goals": list(plan.non_goals), "scope": list(plan.scope),
                    "success": list(plan.success), "constraints": list(plan.constraints),
                    "open_decisions": [d.question for d in plan.decisions if d.pending]}
@@ -167,11 +167,11 @@ class Runtime:
         if new_hash == view.plan_hash:
             return view.plan_hash
         if view.run_state in ("aborted", "succeeded", "failed"):  # `advance` would never run it
-            raise RuntimeError_(f"run `{run}` has ended ({view.run_state}): a new plan version applies only to "
+            raise RunError(f"run `{run}` has ended ({view.run_state}): a new plan version applies only to "
                                 "a run in progress; start a new run")
         version = plan.version or 0
         if version <= view.plan_version:
-            raise RuntimeError_(f"the new plan must have a higher `version` than {view.plan_version}, not {version}")
+            raise RunError(f"the new plan must have a higher `version` than {view.plan_version}, not {version}")
         self.journal.append(run, "plan_version", {"plan_hash": new_hash, "plan_version": version,
                                                   "plan_text": plan_text, "plan_file": plan_file})
         return new_hash
@@ -189,7 +189,7 @@ class Runtime:
             records, problems = self.journal.records_since(run, seq, record_hash)
             if problems:
                 self._folded.pop(run, None)
-                raise RuntimeError_("the journal of run `%s` is damaged: %s" % (run, "; ".join(map(str, problems[:3]))))
+                raise RunError("the journal of run `%s` is damaged: %s" % (run, "; ".join(map(str, problems[:3]))))
             for record in records:
                 _fold(folded, record)
             last = (records[-1].seq, records[-1].hash) if records else (seq, record_hash)
@@ -203,15 +203,15 @@ class Runtime:
     def _fold_whole(self, run: str) -> tuple[RunView, tuple[int, str]]:
         problems = self.journal.verify(run)
         if problems:
-            raise RuntimeError_("the journal of run `%s` is damaged: %s" % (run, "; ".join(map(str, problems[:3]))))
+            raise RunError("the journal of run `%s` is damaged: %s" % (run, "; ".join(map(str, problems[:3]))))
         records = self.journal.records(run)
         if not records or records[0].kind != "run_started":
-            raise RuntimeError_(f"there is no run `{run}` in {self.journal.path}")
+            raise RunError(f"there is no run `{run}` in {self.journal.path}")
         first = records[0].body
         policy_texts = first["policy_texts"]
         plan, policy = _load(first["plan_text"], first["plan_file"], [tuple(p) for p in policy_texts])
         if policy.hash != first["policy_hash"]:
-            raise RuntimeError_(f"the policy recorded for run `{run}` no longer compiles to its hash")
+            raise RunError(f"the policy recorded for run `{run}` no longer compiles to its hash")
         view = RunView(run=run, plan=plan, plan_text=first["plan_text"], plan_file=first["plan_file"],
                        plan_hash=first["plan_hash"], plan_version=first["plan_version"], policy=policy,
                        policy_texts=policy_texts, started_at=float(first.get("started_at", 0)))
@@ -509,12 +509,12 @@ class Runtime:
         view = self.view(run)
         step = _step(view.plan, step_id)
         if step is None or step.call is None:
-            raise RuntimeError_(f"run `{run}` has no step `{step_id}`")
+            raise RunError(f"run `{run}` has no step `{step_id}`")
         call = self.exact_call(view, step)
         needs = self.required_approvals(view, step, self._requirements(view, step, call["args"]))
         if role not in needs:
             wanted = ", ".join(f'"{r}"' for r in needs) or "no role"
-            raise RuntimeError_(f"step `{step_id}` needs no approval by role \"{role}\" (it needs {wanted})")
+            raise RunError(f"step `{step_id}` needs no approval by role \"{role}\" (it needs {wanted})")
         within = needs[role][1]
         cap = view.policy.limit("approval_within")
         bounds = [seconds for seconds in (within, cap.seconds if cap is not None else None) if seconds is not None]
@@ -530,14 +530,14 @@ class Runtime:
         unfinished = [name for name, kind in predecessors.items()
                       if kind == "reference" and view.states.get(name) != "succeeded"]
         if unfinished:
-            raise RuntimeError_(f"step `{step.id}` cannot be approved yet: its call uses the result of "
+            raise RunError(f"step `{step.id}` cannot be approved yet: its call uses the result of "
                                 + ", ".join(f"`{n}`" for n in unfinished) + ", which has not succeeded")
         scope = {name: {"result": view.results.get(name)} for name in predecessors}
         args = {}
         for argument in step.call.args:
             value = compile_expr(argument.value)(scope)
             if isinstance(value, CelError):
-                raise RuntimeError_(f"argument `{argument.name}` of step `{step.id}`: {value.message}")
+                raise RunError(f"argument `{argument.name}` of step `{step.id}`: {value.message}")
             args[argument.name] = _plain(value)
         return {"tool": step.call.tool, "args": args, "plan_hash": view.plan_hash, "plan_version": view.plan_version}
 
@@ -552,7 +552,7 @@ class Runtime:
         which later steps and `expect` then see as the step's result."""
         view = self.view(run)
         if view.states.get(step_id) != "outcome_unknown":
-            raise RuntimeError_(f"step `{step_id}` of run `{run}` has no unknown outcome to settle "
+            raise RunError(f"step `{step_id}` of run `{run}` has no unknown outcome to settle "
                                 f"(it is {view.states.get(step_id, 'not started')})")
         self.journal.append(run, "reconciled", {"happened": happened, "by": by}, step=step_id)
         if happened:
@@ -657,10 +657,10 @@ def _load_checked(plan_text: str, plan_file: str, policy_texts: tuple[tuple[str,
     errors = [d for d in result.diagnostics if d.severity.value == "error"]
     if errors:
         first = errors[0]
-        raise RuntimeError_(f"the plan has {len(errors)} error(s) and cannot run; first: {first.name}: {first.message} "
+        raise RunError(f"the plan has {len(errors)} error(s) and cannot run; first: {first.name}: {first.message} "
                             "(run `plangate check` for all)")
     if len(result.plans) != 1 or result.policy is None:
-        raise RuntimeError_("a run needs exactly one plan and at least one policy")
+        raise RunError("a run needs exactly one plan and at least one policy")
     return result.plans[0], result.policy
 
 
