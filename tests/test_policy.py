@@ -3,9 +3,9 @@
 - `plangate test` runs the `test` blocks of policies; the repository's own policies pass, and a
   failing expectation is a `policy-test-failed` diagnostic at its `expect` line (exit 1), with a
   "did you mean" when it names a rule that does not exist.
-- `plangate policy diff OLD NEW` compares two policies by meaning: exit 0 when they allow and deny
-  the same calls, 1 when they differ (the changes sorted into loosened / tightened / changed, deny
-  rules with a witness call), 2 when either file is broken.
+- `plangate policy diff OLD NEW` compares two policies by meaning (the changes sorted into
+  loosened / tightened / changed, deny rules with a witness call): exit 0 when it could compare
+  them, 2 when either file is broken; with `--exit-code`, 1 when they differ.
 - `plangate check --policy a --policy b` combines policies: the tightest limit wins and any deny
   wins.
 
@@ -219,7 +219,7 @@ policy shop {
 def diff(tmp_path: Path, capsys, new_text: str, old_text: str = BASE) -> tuple[int, list[dict]]:
     old = write(tmp_path, "old.policy", old_text)
     new = write(tmp_path, "new.policy", new_text)
-    code, out, err = run(capsys, "policy", "diff", old, new, "--format", "json")
+    code, out, err = run(capsys, "policy", "diff", old, new, "--format", "json", "--exit-code")
     assert code in (0, 1), err
     report = json.loads(out)
     assert report["old"] == str(old) and report["new"] == str(new)
@@ -240,6 +240,15 @@ def test_identical_policies(tmp_path, capsys):
     code, out, _ = run(capsys, "policy", "diff", BASELINE, BASELINE)
     assert code == 0
     assert "allow and deny the same calls" in out
+
+
+def test_a_difference_exits_0_unless_asked_to_gate(tmp_path, capsys):
+    old = write(tmp_path, "old.policy", BASE)
+    new = write(tmp_path, "new.policy", BASE.replace("limit", "# limit", 1))
+    code, out, _ = run(capsys, "policy", "diff", old, new)
+    assert code == 0 and "limit" in out
+    code, _, _ = run(capsys, "policy", "diff", old, new, "--exit-code")
+    assert code == 1
 
 
 def test_same_meaning_different_text(tmp_path, capsys):

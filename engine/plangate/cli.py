@@ -52,6 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("old", metavar="OLD")
     diff.add_argument("new", metavar="NEW")
     diff.add_argument("--format", choices=("text", "json"), default="text")
+    diff.add_argument("--exit-code", action="store_true",
+                      help="exit 1 when the policies differ in meaning (as `git diff --exit-code`)")
 
     run = commands.add_parser("run", help="execute a plan under a policy (or resume the run --run names)")
     run.add_argument("plan", metavar="PLAN")
@@ -185,7 +187,7 @@ def _policy(args: argparse.Namespace) -> int:
         return 2
     from plangate.policy.diff import diff_command
 
-    return diff_command(args.old, args.new, args.format)
+    return diff_command(args.old, args.new, args.format, exit_code=args.exit_code)
 
 
 def _runtime(journal_path: str, tools: Sequence[str] = (), read_only: bool = False):

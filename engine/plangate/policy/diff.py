@@ -255,8 +255,9 @@ def _path(node: cel.Expr) -> str | None:
     return None
 
 
-def diff_command(old_path: str, new_path: str, output_format: str) -> int:
-    """The CLI face: 0 when the policies mean the same, 1 when they differ, 2 when one is broken."""
+def diff_command(old_path: str, new_path: str, output_format: str, exit_code: bool = False) -> int:
+    """The CLI face: 0 when the diff was made, 2 when a policy is broken; with `exit_code`, 1 when
+    the policies differ in meaning (for scripts that gate on a change)."""
     from plangate.diagnostics import Severity
     from plangate.diagnostics.render import render
     from plangate.driver import check
@@ -285,4 +286,4 @@ def diff_command(old_path: str, new_path: str, output_format: str) -> int:
                 print(titles[kind] + ":")
                 for change in group:
                     print(f"  {change.text}")
-    return 1 if changes else 0
+    return 1 if (changes and exit_code) else 0
