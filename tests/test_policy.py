@@ -414,3 +414,27 @@ def test_combined_policies_on_the_command_line(tmp_path, capsys):
     report = json.loads(out)
     assert [d["name"] for d in report["diagnostics"]] == ["policy-deny"]
     assert report["diagnostics"][0]["span"]["start"]["line"] == line_of(REFUND, "payments.refund(")
+
+
+def test_a_computed_argument_is_reasoned_about_through_its_computation():
+    """`amount: look.result.total * 2` against `args.amount > 500.0`: the witness names the result
+    the amount is computed from, and a `when` that bounds that result rules the deny out."""
+    from plangate.driver import check_sources
+    from plangate.source import SourceFile
+
+    policy = SourceFile("p.policy", """policy p {
+      tool shop.look { risk read_only }
+      tool shop.pay  { risk read_only args { amount: double } }
+      deny "cap" when call.tool == "shop.pay" && args.amount > 500.0
+    }""")
+    plan = """plan p {
+      step look { call shop.look() }
+      step pay { call shop.pay(amount: look.result.total * 2.0) WHEN }
+    }"""
+    found = check_sources([SourceFile("p.plan", plan.replace("WHEN", ""))], [policy]).diagnostics
+    assert [d.name for d in found] == ["policy-deny-possible"]
+    prefix = "deny rule `cap` may fire for step `pay`: it fires when `look.result.total` = "
+    assert found[0].message.startswith(prefix)
+    assert float(found[0].message[len(prefix):]) * 2.0 > 500.0  # the witness really makes it fire
+    bounded = plan.replace("WHEN", "when look.result.total <= 250.0")
+    assert check_sources([SourceFile("p.plan", bounded)], [policy]).diagnostics == []

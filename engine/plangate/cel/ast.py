@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Iterator, Union
+from typing import Callable, Iterator, Union
 
 from plangate.source import NO_SPAN, Span
 
@@ -118,6 +118,28 @@ def children(expr: Expr) -> Iterator[Expr]:
         for key, value in expr.entries:
             yield key
             yield value
+
+
+def map_children(expr: Expr, function: "Callable[[Expr], Expr]") -> Expr:
+    """`expr` with `function` applied to each direct child (the node itself is rebuilt, spans kept)."""
+    if isinstance(expr, Select):
+        return Select(function(expr.operand), expr.field, expr.span)
+    if isinstance(expr, Index):
+        return Index(function(expr.operand), function(expr.index), expr.span)
+    if isinstance(expr, Call):
+        target = function(expr.target) if expr.target is not None else None
+        return Call(expr.function, target, tuple(function(arg) for arg in expr.args), expr.span)
+    if isinstance(expr, Unary):
+        return Unary(expr.op, function(expr.operand), expr.span)
+    if isinstance(expr, Binary):
+        return Binary(expr.op, function(expr.left), function(expr.right), expr.span)
+    if isinstance(expr, Conditional):
+        return Conditional(function(expr.condition), function(expr.then), function(expr.otherwise), expr.span)
+    if isinstance(expr, ListExpr):
+        return ListExpr(tuple(function(item) for item in expr.items), expr.span)
+    if isinstance(expr, MapExpr):
+        return MapExpr(tuple((function(k), function(v)) for k, v in expr.entries), expr.span)
+    return expr
 
 
 def walk(expr: Expr) -> Iterator[Expr]:

@@ -21,7 +21,7 @@ from plangate.diagnostics import Diagnostic, Label, diagnostic
 from plangate.ir.nodes import ApprovalSpec, Step
 from plangate.policy.compiled import CompiledRequirement, describe_approval, format_seconds
 from plangate.policy.decide import evaluator_for
-from plangate.policy.facts import plan_facts, rule_activation
+from plangate.policy.facts import plan_facts, rule_activation, symbolic
 
 
 @dataclass
@@ -50,7 +50,10 @@ def applicable(ctx: PlanContext) -> dict[str, list[tuple[CompiledRequirement, st
             if requirement.when is None:
                 found.append((requirement, "must"))
                 continue
-            verdict = evaluator.verdict(requirement.when, activation, facts.unknown_args)
+            condition, results = symbolic(requirement.when, facts)
+            verdict = evaluator.verdict(condition, {**results, **activation}, facts.unknown_args)
+            if verdict.outcome == "runtime" and condition is not requirement.when:  # opaque arguments, then
+                verdict = evaluator.verdict(requirement.when, activation, facts.unknown_args)
             if verdict.outcome != "never":
                 found.append((requirement, verdict.outcome))
         result[step_id] = found

@@ -8,7 +8,9 @@ with the step's `when` (it fires only on runs where the step runs): may = SAT(wh
 must = UNSAT(when ∧ ¬rule). A deny that must fire is an error; one that may fire is a warning with
 a witness; a warn rule that must or may fire is a warning. A rule outside the subset the solver
 reasons about is reported once as decided at run time — never silently taken as true or false.
-Rules that read only `plan` are decided once for the plan, not per step.
+Rules that read only `plan` are decided once for the plan, not per step. An argument the call
+computes from earlier results is reasoned about through that computation (`policy.facts.symbolic`),
+so a witness names the results themselves.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from plangate.checks.context import PlanContext
 from plangate.diagnostics import Diagnostic, Label, diagnostic
 from plangate.policy.compiled import CompiledRule
 from plangate.policy.decide import StaticVerdict, evaluator_for
-from plangate.policy.facts import plan_facts, plan_record, rule_activation
+from plangate.policy.facts import StepFacts, plan_facts, plan_record, rule_activation, symbolic
 
 _STEP_NAMES = {"step", "call", "args"}
 
@@ -44,7 +46,7 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
             if step.call is None:
                 continue
             activation = rule_activation(facts, ctx.plan)
-            verdict = _decide(evaluator, rule, step.when, activation, facts.unknown_args, ctx)
+            verdict = _decide(evaluator, rule, facts, activation, ctx)
             if verdict.outcome in ("runtime", "unknown"):
                 if rule.name not in reported_runtime:
                     reported_runtime.add(rule.name)
@@ -60,22 +62,33 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
                              f"step `{step.id}`")
 
 
-def _decide(evaluator: Any, rule: CompiledRule, when: cel.Expr | None, activation: dict[str, Any],
-            unknown: bool, ctx: PlanContext) -> StaticVerdict:
-    alone = evaluator.verdict(rule.when, activation, unknown)
+def _decide(evaluator: Any, rule: CompiledRule, facts: StepFacts, activation: dict[str, Any],
+            ctx: PlanContext) -> StaticVerdict:
+    """The verdict through the arguments' computations, or, when that is outside what the solver
+    reasons about, with the computed arguments as opaque values of their declared types."""
+    condition, results = symbolic(rule.when, facts)
+    verdict = _decide_condition(evaluator, condition, {**results, **activation}, facts, ctx)
+    if verdict.outcome == "runtime" and condition is not rule.when:
+        return _decide_condition(evaluator, rule.when, dict(activation), facts, ctx)
+    return verdict
+
+
+def _decide_condition(evaluator: Any, condition: cel.Expr, scope: dict[str, Any], facts: StepFacts,
+                      ctx: PlanContext) -> StaticVerdict:
+    alone = evaluator.verdict(condition, scope, facts.unknown_args)
+    when = facts.step.when
     if when is None or alone.outcome in ("never", "runtime", "unknown"):
         return alone  # a rule that cannot fire on any call cannot fire on the runs where the step runs
     from plangate.smt.decide import Unknown
 
-    scope = dict(activation)
     for node in cel.walk(when):  # the steps whose results the condition reads, and no others
         if isinstance(node, cel.Ident) and node.name in ctx.graph.steps:
             scope.setdefault(node.name, {"result": Unknown(f"{node.name}.result", "dyn")})
-    together = cel.Binary("&&", when, rule.when)
+    together = cel.Binary("&&", when, condition)
     possible = evaluator.verdict(together, scope, True)
     if possible.outcome in ("never", "runtime", "unknown"):
         return possible
-    otherwise = evaluator.verdict(cel.Binary("&&", when, cel.Unary("!", rule.when)), scope, True)
+    otherwise = evaluator.verdict(cel.Binary("&&", when, cel.Unary("!", condition)), scope, True)
     if otherwise.outcome == "never":
         return StaticVerdict("must", possible.witness)
     if otherwise.outcome in ("runtime", "unknown"):

@@ -32,6 +32,8 @@ class StepFacts:
     effective_risk: Risk
     args: dict[str, Any] = field(default_factory=dict)
     unknown_args: bool = False
+    # Arguments computed from earlier results by more than a bare `x.result…` path: name → expression.
+    computed: dict[str, cel.Expr] = field(default_factory=dict)
 
 
 def effective_risk(step: Step, entry: CatalogueEntry | None) -> Risk:
@@ -61,7 +63,49 @@ def step_facts(step: Step, policy: CompiledPolicy | None) -> StepFacts:
     if step.call is not None:
         facts.args = static_arguments(step.id, step.call, entry)
         facts.unknown_args = any(isinstance(value, _unknown_type()) for value in facts.args.values())
+        facts.computed = {argument.name: argument.value for argument in step.call.args
+                          if depends_on_results(argument.value) and result_path(argument.value) is None}
     return facts
+
+
+def symbolic(condition: cel.Expr, facts: StepFacts) -> tuple[cel.Expr, dict[str, Any]]:
+    """`condition` with each `args.x` / `call.args.x` that the call computes from earlier results
+    replaced by that computation, and those results as `Unknown`s to add to the activation: the
+    solver then reasons about the results themselves (`"preview-" + x.result.id` starts with
+    `preview-`), and a witness names them ("fires when `look.result.total` = 454.55"). Inside
+    `has(…)` nothing is replaced: presence is about the argument, which the call always gives."""
+    if not facts.computed:
+        return condition, {}
+    from plangate.smt.decide import Unknown
+
+    read: set[str] = set()
+
+    def rebuild(node: cel.Expr) -> cel.Expr:
+        name = _argument_name(node)
+        if name is not None and name in facts.computed:
+            computed = facts.computed[name]
+            read.update(n.name for n in cel.walk(computed) if isinstance(n, cel.Ident))
+            return computed
+        if isinstance(node, cel.Call) and node.function == "has":
+            return node
+        return cel.map_children(node, rebuild)
+
+    replaced = rebuild(condition)
+    return replaced, {step_id: {"result": Unknown(f"{step_id}.result", "dyn")} for step_id in read}
+
+
+def _argument_name(node: cel.Expr) -> str | None:
+    """`x` for `args.x` and `call.args.x`, else None."""
+    if not isinstance(node, cel.Select):
+        return None
+    operand = node.operand
+    if isinstance(operand, cel.Ident) and operand.name == "args":
+        return node.field
+    if (isinstance(operand, cel.Select) and operand.field == "args" and isinstance(operand.operand, cel.Ident)
+            and operand.operand.name == "call"):
+        return node.field
+    return None
+
 
 
 def static_arguments(step_id: str, call: ToolCall, entry: CatalogueEntry | None) -> dict[str, Any]:
