@@ -33,6 +33,8 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
     evaluator = evaluator_for(policy)
     facts_by_step = plan_facts(ctx)
     reported_runtime: set[str] = set()
+    activations = {step_id: rule_activation(facts, ctx.plan)
+                   for step_id, facts in facts_by_step.items() if facts.step.call is not None}
     for rule in policy.rules:
         roots = {node.name for node in cel.walk(rule.when) if isinstance(node, cel.Ident)}
         if not roots & _STEP_NAMES:
@@ -45,8 +47,7 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
             step = facts.step
             if step.call is None:
                 continue
-            activation = rule_activation(facts, ctx.plan)
-            verdict = _decide(evaluator, rule, facts, activation, ctx)
+            verdict = _decide(evaluator, rule, facts, activations[step_id], ctx)
             if verdict.outcome in ("runtime", "unknown"):
                 if rule.name not in reported_runtime:
                     reported_runtime.add(rule.name)

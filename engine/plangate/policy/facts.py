@@ -74,7 +74,7 @@ def symbolic(condition: cel.Expr, facts: StepFacts) -> tuple[cel.Expr, dict[str,
     solver then reasons about the results themselves (`"preview-" + x.result.id` starts with
     `preview-`), and a witness names them ("fires when `look.result.total` = 454.55"). Inside
     `has(…)` nothing is replaced: presence is about the argument, which the call always gives."""
-    if not facts.computed:
+    if not facts.computed or not (arguments_read(condition) & facts.computed.keys()):
         return condition, {}
     from plangate.smt.decide import Unknown
 
@@ -91,7 +91,24 @@ def symbolic(condition: cel.Expr, facts: StepFacts) -> tuple[cel.Expr, dict[str,
         return cel.map_children(node, rebuild)
 
     replaced = rebuild(condition)
+    if not read:
+        return condition, {}  # nothing computed is read: the same object, so its compiled closure is reused
     return replaced, {step_id: {"result": Unknown(f"{step_id}.result", "dyn")} for step_id in read}
+
+
+_ARGUMENTS_READ: dict[int, tuple[cel.Expr, frozenset[str]]] = {}
+
+
+def arguments_read(condition: cel.Expr) -> frozenset[str]:
+    """The call arguments `condition` reads (`args.x`, `call.args.x`), computed once per condition."""
+    known = _ARGUMENTS_READ.get(id(condition))
+    if known is None or known[0] is not condition:
+        names = frozenset(name for node in cel.walk(condition) if (name := _argument_name(node)) is not None)
+        if len(_ARGUMENTS_READ) >= 4096:  # conditions come from a few policies: keep the cache small
+            _ARGUMENTS_READ.clear()
+        known = (condition, names)
+        _ARGUMENTS_READ[id(condition)] = known
+    return known[1]
 
 
 def _argument_name(node: cel.Expr) -> str | None:
