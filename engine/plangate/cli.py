@@ -190,11 +190,14 @@ def _policy(args: argparse.Namespace) -> int:
     return diff_command(args.old, args.new, args.format, exit_code=args.exit_code)
 
 
-def _runtime(journal_path: str, tools: Sequence[str] = (), read_only: bool = False):
+def _runtime(journal_path: str, tools: Sequence[str] = (), read_only: bool = False, create: bool = False):
+    """The runtime over the journal at `journal_path`; only `run` may create the journal."""
     from plangate.runtime.host import Runtime, RunError
     from plangate.runtime.journal import Journal, JournalError
     from plangate.runtime.tools import ToolRegistry
 
+    if not create and not os.path.isfile(journal_path):
+        raise RunError(f"there is no journal at {journal_path} (start a run with `plangate run`, or pass --journal)")
     try:
         journal = Journal.open(journal_path, read_only=read_only)
     except JournalError as error:
@@ -244,7 +247,7 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     plan_text = result.sources.get(args.plan).text
     policy_texts = [(name, result.sources.get(name).text) for name in args.policy]
-    runtime = _runtime(args.journal, args.tools)
+    runtime = _runtime(args.journal, args.tools, create=True)
     if args.run_id and args.run_id in runtime.journal.runs():
         recorded = runtime.view(args.run_id).policy.hash
         if result.policy is not None and result.policy.hash != recorded:
