@@ -93,10 +93,10 @@ def cli(*args: str, cwd: Path, demo_dir: Path, fault: str | None = None) -> subp
 
 
 def run_id(output: str) -> str:
-    for line in output.splitlines():
-        if line.startswith("run id: "):
-            return line.removeprefix("run id: ").strip()
-    raise AssertionError(f"no run id in:\n{output}")
+    """`plangate run` prints the run id alone on its first line."""
+    lines = output.splitlines()
+    assert lines and lines[0].strip() and " " not in lines[0].strip(), f"no run id in:\n{output}"
+    return lines[0].strip()
 
 
 def advance_in_child(journal_path: Path, run: str, registry: ToolRegistry, fault: str) -> int:

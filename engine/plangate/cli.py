@@ -258,7 +258,7 @@ def _run(args: argparse.Namespace) -> int:
         run_id = args.run_id
     else:
         run_id = runtime.start(plan_text, args.plan, policy_texts, args.run_id)
-    print(f"run id: {run_id}")
+    print(run_id)  # alone on the first line, for scripts: `RUN=$(plangate run … | head -1)`
     return _print_report(runtime.advance(run_id))
 
 
