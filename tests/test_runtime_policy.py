@@ -137,3 +137,26 @@ def test_a_call_past_its_time_is_left_unknown_and_settled_by_the_hook(tmp_path):
         threading.Event().wait(0.05)
     assert runtime.advance(run).state == "succeeded"  # the hook says it happened: its result is taken
     assert happened == ["slow-1"] and runtime.view(run).results["s"] == {"id": "s-1"}
+
+
+def test_approve_asks_and_records_only_on_yes(tmp_path, capsys, monkeypatch):
+    import io
+
+    from plangate.cli import main
+
+    (tmp_path / "p.plan").write_text(PLAN)
+    (tmp_path / "p.policy").write_text(POLICY)
+    tools = tmp_path / "tools.py"
+    tools.write_text("from plangate import tool\n\n@tool('ops.read')\ndef read() -> dict:\n    return {'ok': True}\n\n"
+                     "@tool('ops.write')\ndef write(n: int, idempotency_key: str) -> dict:\n    return {'id': n}\n")
+    journal = ["--journal", str(tmp_path / "j.db")]
+    assert main(["run", str(tmp_path / "p.plan"), "--policy", str(tmp_path / "p.policy"), "--tools", str(tools),
+                 "--run", "r1", *journal]) == 3
+    approve = ["approve", "r1", "act", "--as", "alice", "--role", "operator", *journal]
+    for answer, code in (("", 1), ("n\n", 1), ("y\n", 0)):
+        monkeypatch.setattr("sys.stdin", io.StringIO(answer))
+        capsys.readouterr()
+        assert main(approve) == code
+        shown = capsys.readouterr().out
+        assert 'call:      ops.write({"n":1})' in shown  # the exact call is shown before anything is recorded
+    assert main(["resume", "r1", "--tools", str(tools), *journal]) == 0

@@ -284,12 +284,13 @@ def _approve(args: argparse.Namespace) -> int:
     print(f"step:      {args.step}")
     print(f"call:      {call['tool']}({canonical_json(call['args'])})")
     print(f"approver:  {args.approver} as role \"{args.role}\"")
-    if not args.yes:
-        if not sys.stdin.isatty():
-            raise RunError("confirm on a terminal, or pass --yes to approve without asking")
-        answer = input("approve this exact call? [y/N] ").strip().lower()
+    if not args.yes:  # the answer may come from a terminal or from a pipe; no answer is a no
+        try:
+            answer = input("approve this exact call? [y/N] ").strip().lower()
+        except EOFError:
+            answer = ""
         if answer not in ("y", "yes"):
-            print("not approved")
+            print("not approved (answer `y`, or pass --yes)")
             return 1
     body = runtime.approve(args.run_id, args.step, args.approver, args.role)
     print(f"approved; valid until {body['expires_at']}")
