@@ -328,3 +328,11 @@ def test_explain_unknown_code_exits_2(capsys: pytest.CaptureFixture[str], query:
     assert code == 2
     assert out == ""
     assert "is not a diagnostic code or name" in err
+
+
+def test_python_dash_m_plangate_is_the_same_command():
+    import subprocess
+    import sys
+
+    completed = subprocess.run([sys.executable, "-m", "plangate", "explain", "PG101"], capture_output=True, text=True)
+    assert completed.returncode == 0 and completed.stdout.startswith("## PG101 unknown-step")
