@@ -515,3 +515,40 @@ def test_type_names_print_as_cel_writes_them() -> None:
     assert str(MapType(STRING, ListType(INT))) == "map(string, list(int))"
     assert str(STEP) == "step"
     assert STEP.field_type("risk") == INT and STEP.field_type("nope") is None
+
+
+MACRO_CASES = [
+    ("[1, 2, 3].exists(x, x > 2)", True),
+    ("[1, 2, 3].all(x, x > 0)", True),
+    ("[1, 2, 3].all(x, x > 1)", False),
+    ("[1, 2].exists_one(x, x == 1)", True),
+    ("[1, 1].exists_one(x, x == 1)", False),
+    ("[1, 2, 3].filter(x, x > 1)", [2, 3]),
+    ("[1, 2, 3].map(x, x * 2)", [2, 4, 6]),
+    ('{"a": 1, "bb": 2}.all(k, k.size() == 1)', False),
+    ("tags.exists(t, t.startsWith(\"prod\"))", True),
+    ("[1, 0].exists(x, 1 / x > 0)", True),   # an error elsewhere does not matter once one is true
+    ("[0, 1].all(x, 1 / x > 5)", False),     # nor once one is false
+]
+
+
+@pytest.mark.parametrize("text, expected", MACRO_CASES)
+def test_comprehension_macros_agree_with_cel_python(text, expected):
+    from plangate.cel.reference import evaluate_reference
+
+    expr = parse(text)
+    activation = {"tags": ["dev", "prod-eu"]}
+    assert compile_expr(expr)(activation) == expected
+    assert evaluate_reference(expr, activation) == expected
+
+
+def test_macro_errors_and_types():
+    from plangate.cel.types import BOOL, INT, ListType, STRING
+
+    assert isinstance(compile_expr(parse("[1, 0].all(x, 1 / x > 0)"))({}), CelError)
+    assert isinstance(compile_expr(parse("[1].all(x, x)"))({}), CelError)
+    assert isinstance(compile_expr(parse("size(x)"))({}), CelError)  # the variable lives only inside the macro
+    result_type, problems = check_types(parse("tags.map(t, t.size())"), {"tags": ListType(STRING)})
+    assert (result_type, problems) == (ListType(INT), [])
+    result_type, problems = check_types(parse("tags.all(t, t)"), {"tags": ListType(STRING)})
+    assert result_type == BOOL and [p.message for p in problems] == ["the predicate of `all` must be a bool, not a `string`"]

@@ -728,10 +728,87 @@ def _compile_select(expr: Select) -> _Closure:
     return select
 
 
+MACROS = {"all": 2, "exists": 2, "exists_one": 2, "filter": 2, "map": (2, 3)}
+
+
+def is_macro(expr: Call) -> bool:
+    """`xs.all(x, p)`, `exists`, `exists_one`, `filter`, `map(x, e)` / `map(x, p, e)`."""
+    arities = MACROS.get(expr.function)
+    if expr.target is None or arities is None or not expr.args or not isinstance(expr.args[0], Ident):
+        return False
+    return len(expr.args) in (arities if isinstance(arities, tuple) else (arities,))
+
+
+def _compile_macro(expr: Call) -> _Closure:
+    """The comprehension macros, with CEL's error rules: `all` is false if some element gives
+    false (errors elsewhere notwithstanding), `exists` true if some gives true; otherwise an error
+    from an element is the result. A map is iterated by its keys."""
+    name, variable = expr.function, expr.args[0].name  # type: ignore[union-attr]
+    target = _compile(expr.target)  # type: ignore[arg-type]
+    steps = [_compile(arg) for arg in expr.args[1:]]
+
+    def elements(activation: Activation) -> list[tuple[object, dict]]:
+        collection = target(activation)
+        if isinstance(collection, Mapping):
+            items = list(collection.keys())
+        elif isinstance(collection, (list, tuple)):
+            items = list(collection)
+        else:
+            raise _Failure(f"`{name}` iterates over a list or a map, not a `{type_name(collection)}`")
+        return [(item, {**activation, variable: item}) for item in items]
+
+    def predicate(check: _Closure, scope: dict) -> bool | _Failure:
+        try:
+            value = check(scope)
+        except _Failure as failure:
+            return failure
+        return value if isinstance(value, bool) else _Failure(f"the predicate of `{name}` gives a "
+                                                              f"`{type_name(value)}`, not a `bool`")
+
+    def quantified(activation: Activation) -> object:
+        outcomes = [predicate(steps[0], scope) for _item, scope in elements(activation)]
+        decisive = (False if name == "all" else True)
+        if name != "exists_one" and decisive in outcomes:
+            return decisive
+        failure = next((outcome for outcome in outcomes if isinstance(outcome, _Failure)), None)
+        if failure is not None:
+            raise failure
+        if name == "exists_one":
+            return outcomes.count(True) == 1
+        return not decisive
+
+    def filtered(activation: Activation) -> object:
+        kept = []
+        for item, scope in elements(activation):
+            outcome = predicate(steps[0], scope)
+            if isinstance(outcome, _Failure):
+                raise outcome
+            if outcome:
+                kept.append(item)
+        return kept
+
+    def mapped(activation: Activation) -> object:
+        results = []
+        for _item, scope in elements(activation):
+            if len(steps) == 2:
+                outcome = predicate(steps[0], scope)
+                if isinstance(outcome, _Failure):
+                    raise outcome
+                if not outcome:
+                    continue
+            results.append(steps[-1](scope))
+        _sized(len(results), "a list")
+        return results
+
+    return {"filter": filtered, "map": mapped}.get(name, quantified)
+
+
 def _compile_call(expr: Call) -> _Closure:
     name, arity = expr.function, len(expr.args)
     if expr.target is None and name == "has":
         return _compile_has(expr)
+    if is_macro(expr):
+        return _compile_macro(expr)
     if expr.target is None and arity == 1 and name in _FUNCTIONS_OF_ONE:
         function = _FUNCTIONS_OF_ONE[name]
         if isinstance(expr.args[0], Literal):  # `duration("1h")`: computed once, here

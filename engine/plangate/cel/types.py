@@ -28,7 +28,7 @@ from typing import Mapping, Union
 
 from plangate.cel.ast import (Binary, Call, Conditional, Expr, Ident, Index, ListExpr, Literal, MapExpr,
                               Select, Unary)
-from plangate.cel.evaluate import INT_MAX, INT_MIN, UINT_MAX, CelError, parse_duration, pattern_error
+from plangate.cel.evaluate import INT_MAX, INT_MIN, UINT_MAX, CelError, is_macro, parse_duration, pattern_error
 from plangate.diagnostics import Diagnostic, diagnostic
 from plangate.source import Span
 from plangate.suggest import did_you_mean
@@ -225,6 +225,33 @@ class _Checker:
             help=did_you_mean(expr.name, self.env) or _listing("the names here are", self.env)))
         return DYN
 
+    def macro(self, expr: Call) -> CelType:
+        """`xs.all(x, p)` and the other comprehensions: `x` is an element of a list (a key of a
+        map) inside the macro's own scope; predicates must be bool."""
+        assert expr.target is not None
+        collection = self.check(expr.target)
+        if isinstance(collection, ListType):
+            element = collection.element
+        elif isinstance(collection, MapType):
+            element = collection.key
+        elif collection == DYN:
+            element = DYN
+        else:
+            return self.error(expr.target.span, f"`{expr.function}` iterates over a list or a map, not {_a(collection)}")
+        variable = expr.args[0].name  # type: ignore[union-attr]
+        inner = _Checker({**self.env, variable: element})
+        steps = [inner.check(arg) for arg in expr.args[1:]]
+        self.diagnostics.extend(inner.diagnostics)
+        predicates = steps[:-1] if expr.function == "map" else steps
+        for step, arg in zip(predicates, expr.args[1:]):
+            if step not in (BOOL, DYN):
+                self.error(arg.span, f"the predicate of `{expr.function}` must be a bool, not {_a(step)}")
+        if expr.function == "map":
+            return ListType(steps[-1])
+        if expr.function == "filter":
+            return collection if isinstance(collection, ListType) else ListType(element)
+        return BOOL
+
     # ---------------------------------------------------------------------- selection
     def select(self, operand: CelType, field: str, expr: Expr) -> CelType:
         if operand == DYN:
@@ -265,6 +292,8 @@ class _Checker:
         name, args = expr.function, expr.args
         if expr.target is None and name == "has":
             return self.has(expr)
+        if is_macro(expr):
+            return self.macro(expr)
         if expr.target is None and name == "matches":
             if len(args) != 2:
                 return self.arity(expr, 2)
