@@ -160,3 +160,14 @@ def test_approve_asks_and_records_only_on_yes(tmp_path, capsys, monkeypatch):
         shown = capsys.readouterr().out
         assert 'call:      ops.write({"n":1})' in shown  # the exact call is shown before anything is recorded
     assert main(["resume", "r1", "--tools", str(tools), *journal]) == 0
+
+
+def test_the_runtime_opens_a_journal_from_its_path(tmp_path):
+    from plangate import Runtime as PublicRuntime
+
+    registry = ToolRegistry()
+    registry.register(read)
+    registry.register(write)
+    runtime = PublicRuntime(tmp_path / "nested" / "journal.db", registry)
+    run = runtime.start(PLAN, "p.plan", [("p.policy", POLICY)])
+    assert runtime.advance(run).state == "paused" and (tmp_path / "nested" / "journal.db").is_file()

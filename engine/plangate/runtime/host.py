@@ -130,10 +130,11 @@ def _fault(step: str, boundary: str) -> None:
 
 
 class Runtime:
-    def __init__(self, journal: Journal, tools: ToolRegistry | None = None, *,
+    def __init__(self, journal: "Journal | str | os.PathLike[str]", tools: ToolRegistry | None = None, *,
                  clock: Callable[[], float] = time.time,
                  fault: Callable[[str, str], None] = _fault) -> None:
-        self.journal = journal
+        """`journal` is an open `Journal` or the path of one (opened, and created if need be)."""
+        self.journal = journal if isinstance(journal, Journal) else Journal.open(journal)
         self.tools = tools or ToolRegistry()
         self.clock = clock
         self.fault = fault
