@@ -110,19 +110,45 @@ class Evaluator:
 
 
 def _reads_unknown(expr: cel.Expr, activation: dict[str, Any]) -> bool:
-    """Whether `expr` mentions a top-level name whose value holds an `Unknown` somewhere."""
+    """Whether `expr` reads a value known only at run time: some field path it selects from a
+    variable (`args.amount`, `call.args`) reaches an `Unknown`, or ends at a container holding
+    one. A path that runs into a missing field reads nothing unknown: its error is certain."""
     from plangate.smt.decide import Unknown
 
-    roots = {node.name for node in cel.walk(expr) if isinstance(node, cel.Ident)}
-    stack = [activation[name] for name in roots if name in activation]
-    while stack:
-        value = stack.pop()
-        if isinstance(value, Unknown):
+    selected = {id(node.operand) for node in cel.walk(expr) if isinstance(node, cel.Select)}
+    for node in cel.walk(expr):
+        if id(node) in selected or not isinstance(node, (cel.Select, cel.Ident)):
+            continue  # only the outermost node of each `a.b.c` chain
+        fields: list[str] = []
+        root: cel.Expr = node
+        while isinstance(root, cel.Select):
+            fields.append(root.field)
+            root = root.operand
+        if not isinstance(root, cel.Ident) or root.name not in activation:
+            continue  # a chain over a computed value: its parts are outermost chains of their own
+        value: Any = activation[root.name]
+        for field in reversed(fields):
+            if isinstance(value, Unknown):
+                return True
+            if not isinstance(value, dict) or field not in value:
+                value = None  # a missing field: an error whatever the run brings
+                break
+            value = value[field]
+        if value is not None and _holds_unknown(value, Unknown):
             return True
-        if isinstance(value, dict):
-            stack.extend(value.values())
-        elif isinstance(value, (list, tuple)):
-            stack.extend(value)
+    return False
+
+
+def _holds_unknown(value: Any, unknown_type: type) -> bool:
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, unknown_type):
+            return True
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
     return False
 
 
