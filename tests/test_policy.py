@@ -438,3 +438,23 @@ def test_a_computed_argument_is_reasoned_about_through_its_computation():
     assert float(found[0].message[len(prefix):]) * 2.0 > 500.0  # the witness really makes it fire
     bounded = plan.replace("WHEN", "when look.result.total <= 250.0")
     assert check_sources([SourceFile("p.plan", bounded)], [policy]).diagnostics == []
+
+
+def test_a_field_the_call_does_not_give_is_decided_before_the_run():
+    """`args.tags.exists(…)` on a call with no `tags`: an error whatever the run brings, so the rule
+    never fires there, even though another argument is known only at run time."""
+    from plangate.driver import check_sources
+    from plangate.source import SourceFile
+
+    policy = SourceFile("p.policy", """policy p {
+      tool shop.look { risk read_only }
+      deny "prod" when args.tags.exists(t, t == "prod")
+    }""")
+    plan = """plan p {
+      step a { call shop.look() }
+      step b { call shop.look(v: a.result.n) }
+      step c { call shop.look(tags: a.result.tags) }
+    }"""
+    found = check_sources([SourceFile("p.plan", plan)], [policy]).diagnostics
+    assert [(d.name, d.message.split(":")[0]) for d in found] == [
+        ("decided-at-run-time", "rule `prod` cannot be decided before the run for step `c`")]
