@@ -625,6 +625,7 @@ _FUNCTIONS_OF_ONE: dict[str, Callable[[object], object]] = {
     "bool": _to_bool,
     "bytes": _to_bytes,
     "duration": _to_duration,
+    "dyn": lambda value: value,  # CEL's `dyn(x)`: the value itself, its static type erased
 }
 
 

@@ -117,6 +117,7 @@ _CONVERSIONS: dict[str, tuple[frozenset[CelType], CelType]] = {
     "bool": (frozenset({BOOL, STRING}), BOOL),
     "bytes": (frozenset({BYTES, STRING}), BYTES),
     "duration": (frozenset({STRING, DURATION}), DURATION),
+    "dyn": (frozenset(), DYN),  # accepts anything: handled before the table is read
 }
 _STRING_METHODS = frozenset({"startsWith", "endsWith", "contains", "matches"})
 FUNCTIONS = frozenset({"has", "size", "matches", *_CONVERSIONS})
@@ -348,6 +349,8 @@ class _Checker:
         return self.error(expr.span, f"`size` takes a string, bytes, list or map, not `{argument}`")
 
     def conversion(self, name: str, argument: CelType, argument_expr: Expr, expr: Call) -> CelType:
+        if name == "dyn":
+            return DYN
         accepted, result = _CONVERSIONS[name]
         if argument != DYN and argument not in accepted:
             return self.error(expr.span, f"`{name}` cannot convert {_a(argument)}",
