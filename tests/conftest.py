@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 
 def pytest_addoption(parser):
     parser.addoption(
@@ -10,3 +12,12 @@ def pytest_addoption(parser):
         default=False,
         help="rewrite the snapshots: tests/golden/*.expected.txt and the message blocks of docs/diagnostics.md",
     )
+
+
+@pytest.fixture
+def demo(tmp_path, monkeypatch):
+    """A fresh folder for the demo tools (`examples/tools/local.py`), and no fault injection."""
+    folder = tmp_path / "demo"
+    monkeypatch.setenv("PLANGATE_DEMO_DIR", str(folder))
+    monkeypatch.delenv("PLANGATE_FAULT", raising=False)
+    return folder

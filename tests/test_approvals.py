@@ -24,14 +24,6 @@ MINUTE = 60.0
 
 
 @pytest.fixture
-def demo(tmp_path, monkeypatch):
-    folder = tmp_path / "demo"
-    monkeypatch.setenv("PLANGATE_DEMO_DIR", str(folder))
-    monkeypatch.delenv("PLANGATE_FAULT", raising=False)
-    return folder
-
-
-@pytest.fixture
 def clock():
     return [1_800_000_000.0]
 

@@ -62,14 +62,6 @@ def registry():
     return demo_registry()
 
 
-@pytest.fixture
-def demo(tmp_path, monkeypatch):
-    folder = tmp_path / "demo"
-    monkeypatch.setenv("PLANGATE_DEMO_DIR", str(folder))
-    monkeypatch.delenv("PLANGATE_FAULT", raising=False)
-    return folder
-
-
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory, registry):
     """The ledger of each example run without a crash: (tool, key, args) of every effect."""

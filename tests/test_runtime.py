@@ -78,14 +78,6 @@ class Toolbox:
 
 
 @pytest.fixture
-def demo(tmp_path, monkeypatch):
-    folder = tmp_path / "demo"
-    monkeypatch.setenv("PLANGATE_DEMO_DIR", str(folder))
-    monkeypatch.delenv("PLANGATE_FAULT", raising=False)
-    return folder
-
-
-@pytest.fixture
 def runtime(tmp_path, demo):
     with runtime_at(tmp_path / "journal.db") as opened:
         yield opened
