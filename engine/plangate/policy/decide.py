@@ -47,29 +47,20 @@ class Evaluator:
         from plangate.cel.evaluate import compile_expr
 
         self.policy = policy
-        self._compiled: dict[int, Callable[[Any], Any]] = {}
-        self._keep: list[cel.Expr] = []
-        for rule in policy.rules:
-            self._compile(rule.when, compile_expr)
-        for requirement in policy.requirements:
-            if requirement.when is not None:
-                self._compile(requirement.when, compile_expr)
-
-    def _compile(self, expr: cel.Expr, compile_expr: Callable) -> None:
-        self._compiled[id(expr)] = compile_expr(expr)
-        self._keep.append(expr)
+        # The policy's own conditions, compiled once; `policy` keeps them alive, so ids stay valid.
+        conditions = [rule.when for rule in policy.rules]
+        conditions += [req.when for req in policy.requirements if req.when is not None]
+        self._compiled: dict[int, Callable[[Any], Any]] = {id(expr): compile_expr(expr) for expr in conditions}
 
     def holds(self, expr: cel.Expr | None, activation: dict[str, Any]) -> bool | str:
-        """True/False, or the error message when the condition cannot be evaluated."""
+        """True/False, or the error message when the condition cannot be evaluated. A condition
+        that is not the policy's own (one the checks combine for a step) is compiled for this call
+        only, so the cache never grows with the plans checked."""
         if expr is None:
             return True
         from plangate.cel.evaluate import CelError, compile_expr
 
-        function = self._compiled.get(id(expr))
-        if function is None:
-            function = compile_expr(expr)
-            self._compiled[id(expr)] = function
-            self._keep.append(expr)
+        function = self._compiled.get(id(expr)) or compile_expr(expr)
         value = function(activation)
         if isinstance(value, CelError):
             return value.message
@@ -127,13 +118,13 @@ def _reads_unknown(expr: cel.Expr, activation: dict[str, Any]) -> bool:
         if not isinstance(root, cel.Ident) or root.name not in activation:
             continue  # a chain over a computed value: its parts are outermost chains of their own
         value: Any = activation[root.name]
-        for field in reversed(fields):
+        for key in reversed(fields):
             if isinstance(value, Unknown):
                 return True
-            if not isinstance(value, dict) or field not in value:
+            if not isinstance(value, dict) or key not in value:
                 value = None  # a missing field: an error whatever the run brings
                 break
-            value = value[field]
+            value = value[key]
         if value is not None and _holds_unknown(value, Unknown):
             return True
     return False
