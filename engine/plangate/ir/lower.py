@@ -627,8 +627,8 @@ class Lowering(Transformer):
         return children[1]
 
     def list_literal(self, children: list) -> cel.ListExpr:
-        open_, items, close = children
-        items = tuple(items or ())
+        open_, *items, close = children
+        items = tuple(item for item in items if item is not None)  # placeholders; `null` is a Literal
         return self._node(cel.ListExpr(items, self._span(open_, close)), *items)
 
     def map_literal(self, children: list) -> cel.MapExpr:

@@ -40,6 +40,7 @@ from plangate.ir.lower import ExpressionTooDeep, Lowering
 from plangate.cel.ast import Expr
 from plangate.ir.nodes import Document
 from plangate.source import SourceFile, Span
+from plangate.syntax.lalr import GIVE_UP, LalrDriver
 
 MAX_INPUT_CHARS = 8 * 1024 * 1024
 MAX_NESTING = 64
@@ -149,6 +150,7 @@ class _Parser:
     nesting: _Nesting
     lock: threading.Lock
     terminal_text: dict[str, str]
+    fast: LalrDriver
 
 
 def grammar_text() -> str:
@@ -205,7 +207,7 @@ def _parser() -> _Parser:
     for terminal in lark.terminals:
         if terminal.pattern.type == "str":
             terminal_text[terminal.name] = terminal.pattern.value
-    return _Parser(lark, lowering, nesting, threading.Lock(), terminal_text)
+    return _Parser(lark, lowering, nesting, threading.Lock(), terminal_text, LalrDriver(lark, MAX_NESTING))
 
 
 def parse_source(source: SourceFile) -> ParseResult:
@@ -260,7 +262,10 @@ def _parse_once(parser: _Parser, name: str, text: str, start: str = "start"):
     collecting = gc.isenabled()
     gc.disable()  # a parse allocates only live objects; generational passes would make it superlinear
     try:
-        document = parser.lark.parse(text, start=start)
+        document = parser.fast.parse(text, start)
+        if document is GIVE_UP:  # Lark itself: the same value, or the error with all its reporting
+            parser.lowering.begin(name)
+            document = parser.lark.parse(text, start=start)
         return document, list(parser.lowering.diagnostics)
     except _NestingTooDeep as too_deep:
         token = too_deep.token

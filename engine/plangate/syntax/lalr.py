@@ -1,0 +1,181 @@
+"""A lean LALR(1) driver over Lark's own parse table, callbacks and terminals: the fast path of a parse.
+
+Lark's parser is general (interactive parsing, error handling, any lexer); reading a well-formed file
+needs none of it. This driver runs the same automaton — Lark's `IntParseTable`, built from
+`grammar/plangate.lark` — with the same reduction callbacks (the lowering, wrapped by Lark's tree
+builder), so it performs exactly the reductions Lark would, in the same order, and builds the same IR.
+
+Algorithm
+- Lexing is contextual, as with Lark's contextual lexer, but from one master regex: the terminals in
+  Lark's own order (priority, then width), keywords folded into `NAME`. A match whose terminal the
+  current state accepts is exactly what Lark's per-state lexer returns, because that lexer tries a
+  subsequence of the same alternatives in the same order. A word that is a keyword becomes the
+  keyword where the state accepts it and `NAME` otherwise, as Lark's `UnlessCallback` does.
+- Parsing is the textbook loop: look the token up in the top state's actions; reduce (pop the rule's
+  length, call its callback, push the goto) until it shifts. Unit rules that Lark inlines (`?rule`
+  with one child) only change state, so their callback is skipped.
+- Anything unusual makes the driver give up and return `GIVE_UP`: a token the state does not accept
+  (where a contextual lexer might have split the text differently, or a syntax error), text no
+  terminal matches, nesting past the bound. The caller then parses with Lark itself, which produces
+  the same value or the error with all of Lark's reporting. So this path never has to be right about
+  errors, only about success, and on success it is Lark's parse.
+
+Invariant: for every text, the driver returns `GIVE_UP` or the value `Lark.parse` returns; the
+lowering sees the same callbacks with the same children (tokens carry type, value, start and end).
+The bounds on nesting and on runs of unary operators are counted exactly as the Lark path's lexer
+callbacks count them.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable
+
+from lark import Lark, Token
+from lark.parsers.lalr_analysis import Shift
+
+GIVE_UP = object()
+
+_OPENERS = {"LBRACE": 1, "LPAR": 1, "LSQB": 1, "RBRACE": -1, "RPAR": -1, "RSQB": -1}
+_UNARY = ("BANG", "MINUS")
+_OPERANDS = ("NAME", "NUMBER", "UINT", "HEX", "STRING", "SQ_STRING")  # TRUE/FALSE/NULL arrive as NAME in Lark
+_END = "$END"
+
+
+class LalrDriver:
+    """Parses with Lark's tables; `parse` returns the lowered value or `GIVE_UP`."""
+
+    def __init__(self, lark: Lark, max_nesting: int) -> None:
+        frontend = lark.parser
+        parser = frontend.parser.parser
+        table = parser.parse_table
+        callbacks: dict[Any, Callable] = parser.callbacks
+        self.max_nesting = max_nesting
+        self.start_states: dict[str, int] = dict(table.start_states)
+        self.end_states: dict[str, int] = dict(table.end_states)
+        self.ignore = frozenset(lark.lexer_conf.ignore)
+        if any(isinstance(key, str) for key in callbacks):
+            raise ValueError("token callbacks in the parser are not supported by the fast driver")
+
+        # Actions: a shift is the next state (an int); a reduce is (length, callback or None, origin).
+        reductions: dict[Any, tuple[int, Callable | None, str]] = {}
+        self.actions: dict[int, dict[str, Any]] = {}
+        for state, row in table.states.items():
+            compiled: dict[str, Any] = {}
+            for symbol, (action, argument) in row.items():
+                if action is Shift:
+                    compiled[symbol] = argument
+                else:
+                    reduction = reductions.get(argument)
+                    if reduction is None:
+                        reduction = reductions[argument] = self._reduction(argument, callbacks[argument])
+                    compiled[symbol] = reduction
+            self.actions[state] = compiled
+
+        root = frontend.lexer.root_lexer
+        terminals = root.scanner.terminals  # Lark's order, keywords already folded into NAME
+        ignored = [t.pattern.to_regexp() for t in terminals if t.name in self.ignore]
+        skip = "(?:" + "|".join(f"(?>{pattern})" for pattern in ignored) + ")*+"  # possessive: never gives back
+        alternatives = "|".join(f"(?P<{t.name}>{t.pattern.to_regexp()})" for t in terminals if t.name not in self.ignore)
+        self.master = re.compile(skip + "(?:" + alternatives + ")")
+        self.trailer = re.compile(skip + r"\Z")
+        self.keywords = {t.pattern.value: t.name for t in lark.terminals
+                         if t.pattern.type == "str" and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", t.pattern.value)}
+
+    @staticmethod
+    def _reduction(rule: Any, callback: Callable) -> tuple[int, Callable | None, str]:
+        size = len(rule.expansion)
+        only = rule.expansion[0] if size == 1 else None
+        if only is not None and rule.options.expand1 and not rule.alias and not only.is_term \
+                and not only.name.startswith("_"):
+            probe = object()
+            if callback([probe]) is probe:  # Lark's ExpandSingleChild passes its one child through
+                return 1, None, rule.origin.name
+        return size, callback, rule.origin.name
+
+    def parse(self, text: str, start: str) -> Any:
+        actions = self.actions
+        keywords = self.keywords
+        match = self.master.match
+        max_nesting = self.max_nesting
+        new_token = str.__new__
+        end_state = self.end_states[start]
+        states = [self.start_states[start]]
+        values: list[Any] = []
+        depth = 0
+        unary_run = 0
+        position = 0
+        length = len(text)
+        while position < length:
+            found = match(text, position)
+            if found is None:
+                if self.trailer.match(text, position):
+                    break
+                return GIVE_UP
+            kind = found.lastgroup
+            start, end = found.span(kind)
+            row = actions[states[-1]]
+            value = found.group(kind)
+            if kind == "NAME":
+                keyword = keywords.get(value)
+                if keyword is not None and keyword in row:
+                    kind = keyword
+                else:
+                    unary_run = 0
+            elif kind in _OPENERS:
+                depth += _OPENERS[kind]
+                if depth > max_nesting:
+                    return GIVE_UP
+                unary_run = 0
+            elif kind in _UNARY:
+                unary_run += 1
+                if unary_run > max_nesting:
+                    return GIVE_UP
+            elif kind in _OPERANDS:
+                unary_run = 0
+            action = row.get(kind)
+            if action is None:
+                return GIVE_UP
+            token = new_token(Token, value)
+            token.type = kind
+            token.value = value
+            token.start_pos = start
+            token.end_pos = end
+            while action.__class__ is not int:
+                size, callback, origin = action
+                if callback is None:
+                    del states[-1]
+                else:
+                    if size:
+                        children = values[-size:]
+                        del states[-size:]
+                        del values[-size:]
+                    else:
+                        children = []
+                    values.append(callback(children))
+                states.append(actions[states[-1]][origin])
+                action = actions[states[-1]].get(kind)
+                if action is None:
+                    return GIVE_UP
+            states.append(action)
+            values.append(token)
+            position = end
+
+        while True:
+            action = actions[states[-1]].get(_END)
+            if action is None or action.__class__ is int:
+                return GIVE_UP
+            size, callback, origin = action
+            if callback is None:
+                del states[-1]
+            else:
+                if size:
+                    children = values[-size:]
+                    del states[-size:]
+                    del values[-size:]
+                else:
+                    children = []
+                values.append(callback(children))
+            states.append(actions[states[-1]][origin])
+            if states[-1] == end_state:
+                return values[-1]

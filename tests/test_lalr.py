@@ -1,0 +1,168 @@
+"""The fast LALR driver is Lark's parse, or it steps aside.
+
+`plangate.syntax.lalr.LalrDriver` runs Lark's own tables and callbacks with a leaner loop and lexer.
+Its invariant: for every text it returns `GIVE_UP` or exactly the value `Lark.parse` returns, spans
+included, with the same diagnostics from the lowering. These tests hold it to that on every file in
+the repository (where it must not give up), on the lexical corners where a contextual lexer splits
+text differently from a global one, and on hypothesis-generated token soup and mutations.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel
+
+from plangate.syntax.lalr import GIVE_UP
+from plangate.syntax.parser import _parser
+from plangate.source import SourceFile
+from plangate.syntax import parse_source
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCES = sorted(
+    path for pattern in ("examples/*.plan", "policies/*.policy", "tests/golden/*.plan", "tests/golden/*.policy",
+                         "tests/twins/*.plan", "tests/twins/*.policy", "tests/data/**/*.plan", "tests/data/**/*.policy")
+    for path in ROOT.glob(pattern)
+)
+
+
+def full_form(value):
+    """Everything about a parsed value, spans included (IR equality leaves spans out on purpose)."""
+    if isinstance(value, BaseModel):
+        return (type(value).__name__, tuple((key, full_form(item)) for key, item in value.__dict__.items()))
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return (type(value).__name__, tuple((field.name, full_form(getattr(value, field.name)))
+                                            for field in dataclasses.fields(value)))
+    if isinstance(value, (list, tuple)):
+        return tuple(full_form(item) for item in value)
+    if isinstance(value, dict):
+        return tuple((key, full_form(item)) for key, item in value.items())
+    return (type(value).__name__, value)
+
+
+def both_ways(text: str, start: str = "start"):
+    """(fast result, Lark result) as full forms with the lowering's diagnostics; errors as `error`."""
+    parser = _parser()
+    with parser.lock:
+        parser.lowering.begin("f")
+        parser.nesting.depth = parser.nesting.unary_run = 0
+        try:
+            fast = parser.fast.parse(text, start)
+            fast = fast if fast is GIVE_UP else (full_form(fast), full_form(parser.lowering.diagnostics))
+        except Exception as error:  # the lowering's own bounds raise through both paths alike
+            fast = ("raised", type(error).__name__)
+        parser.lowering.begin("f")
+        parser.nesting.depth = parser.nesting.unary_run = 0
+        try:
+            slow = parser.lark.parse(text, start=start)
+            slow = (full_form(slow), full_form(parser.lowering.diagnostics))
+        except Exception as error:
+            slow = ("raised", type(error).__name__)
+    return fast, slow
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda path: str(path.relative_to(ROOT)))
+def test_every_file_in_the_repository_parses_on_the_fast_path_exactly_as_lark_parses_it(path):
+    fast, slow = both_ways(path.read_text(encoding="utf-8", errors="replace"))
+    if slow[0] == "raised":
+        assert fast is GIVE_UP or fast == slow
+    else:
+        assert fast is not GIVE_UP
+        assert fast == slow
+
+
+def test_the_corpus_is_not_empty():
+    assert len(SOURCES) > 50
+
+
+@pytest.mark.parametrize("text", [
+    # keywords written where only a name fits: the contextual lexer reads them as names
+    'plan p { step s { call t.x(a: call.tool, b: step.risk, c: args.time) expect result.cost > 0 } }',
+    'policy q { deny "d" when call.tool == "x" && args.limit > step.retry }',
+    # a duration where one fits
+    'policy q { limit time <= 30m limit cost <= 5 usd }',
+    # `..`, `.` and `.*` next to numbers and patterns
+    'plan p { step s { call t.x(a: 1.5) cost 0.01..0.05 usd } }',
+    'policy q { tool a.* { risk read_only } tool "b.c" { } tool * { } }',
+    # `!=` against `!`, `<=` against `<`, comments that hold code, CRLF, tabs, a byte-order mark
+    'plan p { step s { call t.x(a: !(1 != 2), b: 1 <= 2 && 3 < 4) } }',
+    'plan p { # step hidden { call x.y() }\n step s { call t.x() } } # trailing "comment"',
+    '\ufeffplan p {\r\n\tstep s {\r\n\t\tcall t.x()\r\n\t}\r\n}\r\n',
+    'plan p { step s { call t.x() } }   \n\n# only a comment after the end',
+    # literals of every kind, and true/false/null in unary runs
+    "plan p { step s { call t.x(a: 0x1F, b: 7u, c: 1e3, d: 'q', e: [1, 2,], f: {\"k\": null}, g: !!true) } }",
+    # the two entry points
+    "1 + 2 * x.y[0]",
+])
+def test_lexical_corners_agree(text):
+    start = "expression" if not text.lstrip("\ufeff").startswith(("plan", "policy")) else "start"
+    fast, slow = both_ways(text, start)
+    assert fast is not GIVE_UP
+    assert fast == slow
+
+
+def test_where_the_contextual_lexer_splits_a_token_the_fast_path_steps_aside_and_lark_parses():
+    # `5d` is a duration for the global lexer; after `cost` only a number fits, so Lark reads `5` `d`
+    text = 'plan p { step s { call t.x() cost 5d time 5d } }'
+    fast, slow = both_ways(text)
+    assert fast is GIVE_UP and slow[0] != "raised"
+    assert parse_source(SourceFile("a.plan", text)).document.plans[0].steps[0].cost.low.currency == "d"
+
+
+@pytest.mark.parametrize("text", [
+    "plan p { step s { call t.x( } }",                # a syntax error
+    "plan p { step s { call t.x() } } $",             # a character no terminal matches
+    "plan p " + "{" * 80 + "}" * 80,                  # nesting past the bound
+    "plan p { step s { expect " + "!" * 80 + "x } }",  # a run of unary operators past the bound
+    "plan p { step s { call t.x() }",                 # end of file inside a block
+    "plan p { # an unterminated comment is fine, an unterminated string is not\n step s { call t.x(a: \"x) } }",
+])
+def test_the_fast_path_steps_aside_where_lark_reports_an_error(text):
+    fast, slow = both_ways(text)
+    assert slow[0] == "raised"
+    assert fast is GIVE_UP
+
+
+def test_a_parse_through_the_front_door_takes_the_fast_path(monkeypatch):
+    parser = _parser()
+    calls = []
+    monkeypatch.setattr(parser.lark, "parse", lambda *args, **kwargs: calls.append(args))
+    result = parse_source(SourceFile("a.plan", "plan p { step s { call t.x() } }"))
+    assert result.document is not None and not result.diagnostics
+    assert calls == []
+
+
+_WORDS = ["plan", "policy", "step", "check", "call", "risk", "after", "cost", "time", "retry", "expect",
+          "idempotency", "rollback", "approval", "by", "role", "within", "of", "when", "tool", "require", "deny",
+          "warn", "limit", "test", "args", "budget", "calls", "true", "false", "null", "in", "result", "x", "s1",
+          "t.x", "usd", "read_only", "{", "}", "(", ")", "[", "]", ",", ":", ".", "..", ".*", "*", "!", "-", "+",
+          "==", "!=", "<=", ">=", "<", ">", "&&", "||", "?", "1", "2.5", "30s", "5d", "7u", "0x1f", '"s"', "'q'",
+          "# c\n", "\n", " ", "\t"]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(_WORDS), max_size=60))
+def test_token_soup_parses_the_same_or_steps_aside(words):
+    text = " ".join(words)
+    fast, slow = both_ways(text)
+    assert fast is GIVE_UP or fast == slow
+    if slow[0] == "raised" and slow[1] != "ExpressionTooDeep":
+        assert fast is GIVE_UP
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_mutated_files_parse_the_same_or_step_aside(data):
+    text = data.draw(st.sampled_from(SOURCES)).read_text(encoding="utf-8", errors="replace")
+    start = data.draw(st.integers(0, len(text)))
+    end = data.draw(st.integers(start, min(len(text), start + 40)))
+    inserted = data.draw(st.sampled_from(["", " ", "\n", "call", "x", "5d", ".", "..", "!", "#", '"', "}", "{", ","]))
+    mutated = text[:start] + inserted + text[end:]
+    fast, slow = both_ways(mutated)
+    assert fast is GIVE_UP or fast == slow
+    if slow[0] == "raised" and slow[1] != "ExpressionTooDeep":
+        assert fast is GIVE_UP
