@@ -13,7 +13,9 @@ Algorithm
   keyword where the state accepts it and `NAME` otherwise, as Lark's `UnlessCallback` does.
 - Parsing is the textbook loop: look the token up in the top state's actions; reduce (pop the rule's
   length, call its callback, push the goto) until it shifts. Unit rules that Lark inlines (`?rule`
-  with one child) only change state, so their callback is skipped.
+  with one child) only change state, so their callback is skipped, and a chain of them (`primary` →
+  `member` → … → `expr`) depends only on the state below, the rule reduced and the next terminal:
+  it is followed once and remembered (`chains`).
 - Anything unusual makes the driver give up and return `GIVE_UP`: a token the state does not accept
   (where a contextual lexer might have split the text differently, or a syntax error), text no
   terminal matches, nesting past the bound. The caller then parses with Lark itself, which produces
@@ -29,9 +31,11 @@ callbacks count them.
 from __future__ import annotations
 
 import re
+from functools import partial
 from typing import Any, Callable
 
 from lark import Lark, Token
+from lark.parse_tree_builder import ChildFilterLALR, ChildFilterLALR_NoPlaceholders
 from lark.parsers.lalr_analysis import Shift
 
 GIVE_UP = object()
@@ -72,6 +76,7 @@ class LalrDriver:
                     compiled[symbol] = reduction
             self.actions[state] = compiled
 
+        self.chains: dict[tuple[int, str, str], tuple[int, Any]] = {}
         root = frontend.lexer.root_lexer
         terminals = root.scanner.terminals  # Lark's order, keywords already folded into NAME
         ignored = [t.pattern.to_regexp() for t in terminals if t.name in self.ignore]
@@ -91,10 +96,22 @@ class LalrDriver:
             probe = object()
             if callback([probe]) is probe:  # Lark's ExpandSingleChild passes its one child through
                 return 1, None, rule.origin.name
-        return size, callback, rule.origin.name
+        return size, _specialise(callback, size), rule.origin.name
+
+
+    def _follow(self, below: int, origin: str, kind: str) -> tuple[int, Any]:
+        """After a reduction to `origin` above state `below`, with `kind` next: the state pushed and its
+        action, unit reductions folded in (each pops the state just pushed and goes to from `below`)."""
+        state = self.actions[below][origin]
+        while True:
+            action = self.actions[state].get(kind)
+            if action is None or action.__class__ is int or action[1] is not None or state in self.end_states.values():
+                return state, action
+            state = self.actions[below][action[2]]
 
     def parse(self, text: str, start: str) -> Any:
         actions = self.actions
+        chains = self.chains
         keywords = self.keywords
         match = self.master.match
         max_nesting = self.max_nesting
@@ -153,8 +170,12 @@ class LalrDriver:
                     else:
                         children = []
                     values.append(callback(children))
-                states.append(actions[states[-1]][origin])
-                action = actions[states[-1]].get(kind)
+                key = (states[-1], origin, kind)
+                follow = chains.get(key)
+                if follow is None:
+                    follow = chains[key] = self._follow(*key)
+                target, action = follow
+                states.append(target)
                 if action is None:
                     return GIVE_UP
             states.append(action)
@@ -179,3 +200,77 @@ class LalrDriver:
             states.append(actions[states[-1]][origin])
             if states[-1] == end_state:
                 return values[-1]
+
+
+class _Spliced(list):
+    """The items of one of Lark's generated repetition rules (`__step_star_3`…), to splice into a parent.
+
+    Lark builds a `Tree` per repetition and the parent's child filter splices its `.children`; a list
+    that is its own `.children` serves Lark's filters and ours alike, without the tree.
+    """
+
+    __slots__ = ()
+
+    @property
+    def children(self) -> list:
+        return self
+
+
+def _specialise(callback: Callable, size: int) -> Callable:
+    """`callback` with Lark's child filter (and tree building for repetitions) compiled for this rule.
+
+    Lark wraps each transformer method in a filter that drops anonymous tokens, splices repetitions
+    and inserts `None` for absent optional parts (`ChildFilterLALR`, `…_NoPlaceholders`). The same
+    selection is done here with less generality. A callback of any other shape is kept as it is.
+    """
+    to_include = getattr(callback, "to_include", None)
+    if type(callback) is ChildFilterLALR:
+        append_none = callback.append_none
+    elif type(callback) is ChildFilterLALR_NoPlaceholders:
+        to_include = [(index, expand, 0) for index, expand in to_include]
+        append_none = 0
+    else:
+        to_include = None
+    builder = callback if to_include is None else callback.node_builder
+    splice = isinstance(builder, partial) and getattr(builder.func, "__name__", "") == "default_callback" \
+        and builder.args and str(builder.args[0]).startswith("__")
+    if to_include is None:
+        return _Spliced if splice else callback
+    if splice:
+        builder = None
+    if append_none == 0 and not any(expand or nones for _, expand, nones in to_include):
+        if builder is None:
+            builder = _Spliced
+        picked = tuple(index for index, _, _ in to_include)
+        if picked == tuple(range(size)):
+            return builder
+        if len(picked) == 1:
+            (first,) = picked
+            return lambda children: builder([children[first]])
+        if len(picked) == 2:
+            first, second = picked
+            return lambda children: builder([children[first], children[second]])
+        return lambda children: builder([children[index] for index in picked])
+    make = _Spliced if builder is None else list
+
+    def select(children: list) -> Any:
+        filtered = None
+        for index, expand, nones in to_include:
+            if filtered is None:
+                if expand and not nones:
+                    filtered = children[index]  # a left-recursive repetition: extend it in place
+                    continue
+                filtered = make()
+            if nones:
+                filtered.extend((None,) * nones)
+            if expand:
+                filtered.extend(children[index])
+            else:
+                filtered.append(children[index])
+        if filtered is None:
+            filtered = make()
+        if append_none:
+            filtered.extend((None,) * append_none)
+        return filtered if builder is None else builder(filtered)
+
+    return select
