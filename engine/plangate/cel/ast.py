@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Union
+from typing import Any, Callable, Iterator, Union
 
 from plangate.source import NO_SPAN, Span
 
@@ -93,31 +93,23 @@ _PRECEDENCE = {"||": 1, "&&": 2, "==": 3, "!=": 3, "<": 3, "<=": 3, ">": 3, ">="
                "+": 4, "-": 4, "*": 5, "/": 5, "%": 5}
 
 
-def children(expr: Expr) -> Iterator[Expr]:
-    if isinstance(expr, (Select,)):
-        yield expr.operand
-    elif isinstance(expr, Index):
-        yield expr.operand
-        yield expr.index
-    elif isinstance(expr, Call):
-        if expr.target is not None:
-            yield expr.target
-        yield from expr.args
-    elif isinstance(expr, Unary):
-        yield expr.operand
-    elif isinstance(expr, Binary):
-        yield expr.left
-        yield expr.right
-    elif isinstance(expr, Conditional):
-        yield expr.condition
-        yield expr.then
-        yield expr.otherwise
-    elif isinstance(expr, ListExpr):
-        yield from expr.items
-    elif isinstance(expr, MapExpr):
-        for key, value in expr.entries:
-            yield key
-            yield value
+_CHILDREN: dict[type, "Callable[[Any], tuple[Expr, ...]]"] = {
+    Literal: lambda expr: (),
+    Ident: lambda expr: (),
+    Select: lambda expr: (expr.operand,),
+    Index: lambda expr: (expr.operand, expr.index),
+    Call: lambda expr: expr.args if expr.target is None else (expr.target, *expr.args),
+    Unary: lambda expr: (expr.operand,),
+    Binary: lambda expr: (expr.left, expr.right),
+    Conditional: lambda expr: (expr.condition, expr.then, expr.otherwise),
+    ListExpr: lambda expr: expr.items,
+    MapExpr: lambda expr: tuple(part for entry in expr.entries for part in entry),
+}
+
+
+def children(expr: Expr) -> tuple[Expr, ...]:
+    """The direct children of `expr`, left to right."""
+    return _CHILDREN[type(expr)](expr)
 
 
 def map_children(expr: Expr, function: "Callable[[Expr], Expr]") -> Expr:
@@ -148,7 +140,7 @@ def walk(expr: Expr) -> Iterator[Expr]:
     while stack:
         node = stack.pop()
         yield node
-        stack.extend(reversed(list(children(node))))
+        stack.extend(reversed(_CHILDREN[type(node)](node)))
 
 
 def root_ident(expr: Expr) -> Ident | None:

@@ -122,13 +122,18 @@ class CompiledPolicy:
     limits: dict[str, LimitValue]
     tests: tuple[tuple[str, PolicyTest], ...]
     hash: str = ""
+    _matched: dict[str, CatalogueEntry | None] = field(default_factory=dict, compare=False, repr=False)
 
     def match(self, tool: str) -> CatalogueEntry | None:
-        """The most specific catalogue entry for `tool`, or None."""
+        """The most specific catalogue entry for `tool`, or None (remembered per tool name)."""
+        if tool in self._matched:
+            return self._matched[tool]
         best: CatalogueEntry | None = None
         for entry in self.catalogue:
             if entry.matches(tool) and (best is None or entry.specificity() > best.specificity()):
                 best = entry
+        if len(self._matched) < 4096:
+            self._matched[tool] = best
         return best
 
     def limit(self, name: str) -> LimitValue | None:
