@@ -212,3 +212,49 @@ def test_two_copies_of_one_journal_share_its_approval_but_not_its_effect(tmp_pat
         with runtime_at(tmp_path / path) as runtime:
             assert runtime.advance(run).steps["route"]["state"] == "succeeded"
     assert [e["tool"] for e in ledger(demo)] == ["deploy.preview", "dns.route"]
+
+
+# ------------------------------------------------------------------ what was shown is what is recorded
+def test_an_approval_binds_to_the_call_shown_and_is_refused_when_the_call_changed(runtime, demo):
+    text, name = example("deploy")
+    run = paused_at_route(runtime)
+    shown = runtime.approval_call(run, "route", "operator")
+    runtime.new_version(run, text.replace("version   4", "version   5")
+                        .replace('host: "v2.example.com"', 'host: "v3.example.com"'), name)
+    with pytest.raises(RunError, match="the call of step `route` changed since it was shown .*plan_hash, "
+                                       "plan_version, args_hash.*nothing was recorded"):
+        runtime.approve(run, "route", "alice", "operator", shown=shown)
+    assert [r for r in runtime.journal.records(run) if r.kind == "approval"] == []
+    assert_still_waits(runtime, run, "route", demo, "dns.route")
+
+
+def test_plangate_approve_refuses_when_a_new_version_lands_during_the_prompt(tmp_path, demo, monkeypatch, capsys):
+    from plangate.cli import main
+
+    text, name = example("deploy")
+    journal = tmp_path / "journal.db"
+    with runtime_at(journal) as runtime:
+        run = paused_at_route(runtime)
+
+    def answer_after_a_new_version(prompt: str) -> str:
+        with runtime_at(journal) as other:  # another operator records version 5 meanwhile
+            other.new_version(run, text.replace("version   4", "version   5")
+                              .replace('host: "v2.example.com"', 'host: "v3.example.com"'), name)
+        return "y"
+
+    monkeypatch.setattr("builtins.input", answer_after_a_new_version)
+    code = main(["approve", run, "route", "--as", "alice", "--role", "operator", "--journal", str(journal)])
+    shown = capsys.readouterr()
+    assert code == 2
+    assert 'dns.route({"host":"v2.example.com"' in shown.out and "version 4" in shown.out
+    assert "the call of step `route` changed since it was shown" in shown.err
+    assert 'dns.route({"host":"v3.example.com"' in shown.err
+    with runtime_at(journal) as runtime:
+        assert [r for r in runtime.journal.records(run) if r.kind == "approval"] == []
+
+
+def test_approve_refuses_an_ended_run(runtime, demo):
+    run = paused_at_route(runtime)
+    runtime.abort(run, rollback=False)
+    with pytest.raises(RunError, match=f"run `{run}` has ended \\(aborted\\)"):
+        runtime.approve(run, "route", "alice", "operator")

@@ -366,3 +366,16 @@ def test_record_bodies_are_plain_json(journal_path):
                                                  "external_ref": "x"}, step="s")
         assert record.body == {"result": {"amount": "2.5", "ids": ["a", "b"]}, "external_ref": "x"}
         assert json.loads(canonical_json(record.body)) == journal.records("r1")[0].body
+
+
+def test_a_compare_and_append_writes_only_on_the_head_it_was_given(journal_path):
+    from plangate.runtime.journal import StaleHead
+
+    with Journal.open(journal_path) as journal:
+        first = journal.append("r", "run_started", {"mission": {}, "plan_hash": "h", "plan_version": 1,
+                                                   "policy_hash": "p"})
+        second = journal.append("r", "run_state", {"state": "paused"}, after=(first.seq, first.hash))
+        with pytest.raises(StaleHead, match="has grown since record #1"):
+            journal.append("r", "run_state", {"state": "running"}, after=(first.seq, first.hash))
+        assert [r.seq for r in journal.records("r")] == [first.seq, second.seq]
+        assert journal.verify("r") == []

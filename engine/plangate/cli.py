@@ -271,16 +271,12 @@ def _resume(args: argparse.Namespace) -> int:
 @_runtime_command
 def _approve(args: argparse.Namespace) -> int:
     from plangate.runtime.canonical import canonical_json
-    from plangate.runtime.host import RunError
 
     runtime = _runtime(args.journal)
+    call = runtime.approval_call(args.run_id, args.step, args.role)  # refuses before anything is asked
     view = runtime.view(args.run_id)
-    step = view.plan.step(args.step)
-    if step is None:
-        raise RunError(f"run `{args.run_id}` has no step `{args.step}`")
-    call = runtime.exact_call(view, step)
     print(f"run:       {args.run_id}")
-    print(f"plan:      {view.plan.id} version {view.plan_version} ({view.plan_hash})")
+    print(f"plan:      {view.plan.id} version {call['plan_version']} ({call['plan_hash']})")
     print(f"step:      {args.step}")
     print(f"call:      {call['tool']}({canonical_json(call['args'])})")
     print(f"approver:  {args.approver} as role \"{args.role}\"")
@@ -292,7 +288,7 @@ def _approve(args: argparse.Namespace) -> int:
         if answer not in ("y", "yes"):
             print("not approved (answer `y`, or pass --yes)")
             return 1
-    body = runtime.approve(args.run_id, args.step, args.approver, args.role)
+    body = runtime.approve(args.run_id, args.step, args.approver, args.role, shown=call)  # exactly what was shown
     print(f"approved; valid until {body['expires_at']}")
     return 0
 

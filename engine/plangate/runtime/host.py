@@ -58,12 +58,13 @@ from plangate.policy.decide import evaluator_for
 from plangate.policy.facts import StepFacts, effective_risk, rule_activation
 from plangate.runtime.canonical import canonical_json, content_hash
 from plangate.runtime.canonical_plan import canonical, plan_hash
-from plangate.runtime.journal import Journal, Record
+from plangate.runtime.journal import Journal, Record, StaleHead
 from plangate.runtime.tools import Outcome, ToolRegistry, bind, invoke, invoke_reconcile
 from plangate.source import SourceFile
 
 DEFAULT_APPROVAL_SECONDS = 24 * 3600  # how long an approval lasts when neither plan nor policy says
 FINISHED = frozenset({"succeeded", "skipped", "failed", "blocked", "cancelled", "compensated"})
+ENDED = frozenset({"aborted", "succeeded", "failed"})  # run states after which nothing runs
 GOOD = frozenset({"succeeded", "skipped"})
 BAD = frozenset({"failed", "blocked", "cancelled", "compensated"})
 BOUNDARIES = ("before_intent", "after_intent", "after_call", "after_result")
@@ -167,7 +168,7 @@ class Runtime:
         new_hash = plan_hash(plan)
         if new_hash == view.plan_hash:
             return view.plan_hash
-        if view.run_state in ("aborted", "succeeded", "failed"):  # `advance` would never run it
+        if view.run_state in ENDED:  # `advance` would never run it
             raise RunError(f"run `{run}` has ended ({view.run_state}): a new plan version applies only to "
                                 "a run in progress; start a new run")
         version = plan.version or 0
@@ -224,7 +225,7 @@ class Runtime:
     def advance(self, run: str) -> RunReport:
         """Run every step that can run now; returns how the run stands afterwards."""
         view = self.view(run)
-        if view.run_state in ("aborted", "succeeded", "failed"):
+        if view.run_state in ENDED:
             return self.report(run, view)
         pending = [d.question for d in view.plan.decisions if d.pending]
         if pending:
@@ -505,9 +506,13 @@ class Runtime:
             self._set(view, step.id, "failed", f"attempt {attempts} failed: {error}")
 
     # ------------------------------------------------------------------ operators
-    def approve(self, run: str, step_id: str, approver: str, role: str) -> dict[str, Any]:
-        """Record an approval bound to the exact call the step would make now."""
+    def approval_call(self, run: str, step_id: str, role: str) -> dict[str, Any]:
+        """The exact call an approval of `step_id` by `role` would bind to now: tool, arguments,
+        their canonical hash, plan hash and version, and how long it would last. Refuses an ended
+        run, an unknown step, a call not yet known and a role the step does not need."""
         view = self.view(run)
+        if view.run_state in ENDED:
+            raise RunError(f"run `{run}` has ended ({view.run_state}): there is nothing left to approve")
         step = _step(view.plan, step_id)
         if step is None or step.call is None:
             raise RunError(f"run `{run}` has no step `{step_id}`")
@@ -516,15 +521,36 @@ class Runtime:
         if role not in needs:
             wanted = ", ".join(f'"{r}"' for r in needs) or "no role"
             raise RunError(f"step `{step_id}` needs no approval by role \"{role}\" (it needs {wanted})")
-        within = needs[role][1]
         cap = view.policy.limit("approval_within")
-        bounds = [seconds for seconds in (within, cap.seconds if cap is not None else None) if seconds is not None]
-        within = min(bounds) if bounds else DEFAULT_APPROVAL_SECONDS
-        body = {"plan_hash": view.plan_hash, "plan_version": view.plan_version, "tool": call["tool"],
-                "args_hash": content_hash(call["args"]), "args": call["args"], "approver": approver, "role": role,
-                "expires_at": _now_iso(self.clock() + within), "run": run}
-        self.journal.append(run, "approval", body, step=step_id)
-        return body
+        bounds = [seconds for seconds in (needs[role][1], cap.seconds if cap is not None else None) if seconds is not None]
+        return {**call, "within": min(bounds) if bounds else DEFAULT_APPROVAL_SECONDS}
+
+    def approve(self, run: str, step_id: str, approver: str, role: str,
+                shown: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Record an approval bound to the exact call the step would make now. With `shown` (what
+        `approval_call` returned when the call was displayed) it binds to that call and is refused
+        if the step's call is no longer that one. The check and the record are one atomic step: the
+        record is appended only if no other record of the run came in between (else both again)."""
+        for _ in range(50):
+            call = self.approval_call(run, step_id, role)
+            head = self._folded[run][1]
+            if shown is not None:
+                changed = [what for what in ("plan_hash", "plan_version", "tool", "args_hash")
+                           if shown.get(what) != call[what]]
+                if changed:
+                    raise RunError(f"the call of step `{step_id}` changed since it was shown ({', '.join(changed)}): "
+                                   f"it is now {call['tool']}({canonical_json(call['args'])}) under plan version "
+                                   f"{call['plan_version']} ({call['plan_hash']}); nothing was recorded, approve again")
+            body = {"plan_hash": call["plan_hash"], "plan_version": call["plan_version"], "tool": call["tool"],
+                    "args_hash": call["args_hash"], "args": call["args"], "approver": approver, "role": role,
+                    "expires_at": _now_iso(self.clock() + call["within"]), "run": run}
+            try:
+                self.journal.append(run, "approval", body, step=step_id, after=head)
+            except StaleHead:
+                continue  # the run moved on between the check and the record: check again
+            return body
+        raise RunError(f"run `{run}` kept changing while the approval was being recorded; nothing was recorded, "
+                       "try again")
 
     def exact_call(self, view: RunView, step: Step) -> dict[str, Any]:
         predecessors = _predecessors(view.plan, step)
@@ -540,7 +566,8 @@ class Runtime:
             if isinstance(value, CelError):
                 raise RunError(f"argument `{argument.name}` of step `{step.id}`: {value.message}")
             args[argument.name] = _plain(value)
-        return {"tool": step.call.tool, "args": args, "plan_hash": view.plan_hash, "plan_version": view.plan_version}
+        return {"tool": step.call.tool, "args": args, "args_hash": content_hash(args), "plan_hash": view.plan_hash,
+                "plan_version": view.plan_version}
 
     def _requirements(self, view: RunView, step: Step, args: dict[str, Any]) -> list:
         entry = view.policy.match(step.call.tool)

@@ -2,7 +2,10 @@
 
 Storage. One SQLite file in WAL mode with `synchronous=FULL`. `append` runs in its own
 `BEGIN IMMEDIATE` transaction and has committed (and synced) when it returns, so the runtime calls
-it before every effect and relies on the record surviving a crash. WAL lets other processes
+it before every effect and relies on the record surviving a crash. `append(..., after=(seq, hash))`
+is a compare-and-append: inside that transaction it checks that the run's head is still the record
+the caller last read, and raises `StaleHead` (writing nothing) when another record came first — so
+a decision taken on what the caller read is recorded only if it still holds. WAL lets other processes
 (`plangate status`, `plangate approve`) read a consistent snapshot while a run writes; writers queue
 on SQLite's write lock with a busy timeout. Each read (`records`, `verify`, `step_states`) reads in
 one transaction, so it sees one snapshot, never half of a concurrent append.
@@ -140,6 +143,10 @@ class JournalError(Exception):
     """The journal cannot be opened or written; the message says why, for a person to read."""
 
 
+class StaleHead(JournalError):
+    """A compare-and-append found that the run has grown since the caller read it."""
+
+
 @dataclass(frozen=True)
 class Record:
     """One journal record, read back; `body` always has the fields its kind requires."""
@@ -221,8 +228,11 @@ class Journal:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def append(self, run: str, kind: str, body: dict[str, Any], step: str | None = None) -> Record:
-        """Add a record at the end of `run`'s chain and commit it before returning."""
+    def append(self, run: str, kind: str, body: dict[str, Any], step: str | None = None, *,
+               after: tuple[int, str] | None = None) -> Record:
+        """Add a record at the end of `run`'s chain and commit it before returning. With `after`
+        (the seq and hash of the run's last record as the caller read it), append only if that is
+        still the run's last record, else raise `StaleHead`."""
         if not isinstance(run, str) or not run:
             raise JournalError(f"a run id must be a non-empty string, not {run!r}")
         if step is not None and (not isinstance(step, str) or not step):
@@ -237,6 +247,8 @@ class Journal:
         except (TypeError, ValueError) as error:
             raise JournalError(f"a {kind} record's body is not JSON: {error}") from None
         with self._transaction("IMMEDIATE"):
+            if after is not None and self._head(run) != tuple(after):
+                raise StaleHead(f"run {run} has grown since record #{after[0]} was read")
             at = datetime.now(timezone.utc).isoformat(timespec="microseconds")
             prev_hash = self._chain_tip(run)
             (seq,) = self._connection.execute(
