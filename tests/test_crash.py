@@ -335,3 +335,90 @@ def test_a_hand_settled_call_can_carry_the_result_the_operator_saw(tmp_path, dem
         assert view.results["preview"] == observed
         result = [r.body for r in runtime.journal.records(RUN) if r.kind == "result" and r.step == "preview"][-1]
         assert result["external_ref"] == "pv-seen" and result["settled_by"] == "ops"
+
+
+# ------------------------------------------------------------------ one process per run
+SLOW_TOOLS = """
+import os, time
+from plangate import tool
+
+FOLDER = {folder!r}
+
+@tool("slow.write")
+def write(name: str, idempotency_key: str) -> dict:
+    with open(os.path.join(FOLDER, "calls"), "a") as calls:
+        calls.write(idempotency_key + "\\n")
+    while not os.path.exists(os.path.join(FOLDER, "release")):
+        time.sleep(0.02)
+    with open(os.path.join(FOLDER, "done"), "a") as done:
+        done.write(idempotency_key + "\\n")
+    return {{"id": "w-" + name}}
+
+@write.reconcile
+def write_reconcile(idempotency_key: str):
+    path = os.path.join(FOLDER, "done")
+    done = open(path).read().split() if os.path.exists(path) else []
+    return {{"id": "w-reconciled"}} if idempotency_key in done else None
+"""
+SLOW_POLICY = 'policy slow { version 1 tool slow.write { risk reversible_write } unknown_tools deny }'
+SLOW_PLAN = 'plan slow { version 1 step w { call slow.write(name: "one") risk reversible_write } }'
+
+
+def test_a_run_is_executed_by_one_process_at_a_time_and_a_killed_holder_does_not_block_it(tmp_path, demo):
+    import os
+    import subprocess
+    import sys
+    import time
+
+    (tmp_path / "tools.py").write_text(SLOW_TOOLS.format(folder=str(tmp_path)))
+    (tmp_path / "slow.policy").write_text(SLOW_POLICY)
+    (tmp_path / "slow.plan").write_text(SLOW_PLAN)
+    journal = str(tmp_path / "journal.db")
+    tools = ("--tools", str(tmp_path / "tools.py"))
+
+    def plangate(*args):
+        return cli(*args, "--journal", journal, cwd=tmp_path, demo_dir=demo)
+
+    first = subprocess.Popen([sys.executable, "-m", "plangate.cli", "run", "slow.plan", "--policy", "slow.policy",
+                              *tools, "--run", RUN, "--journal", journal], cwd=tmp_path,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        for _ in range(1000):
+            if (tmp_path / "calls").exists():
+                break
+            time.sleep(0.02)
+        assert (tmp_path / "calls").exists(), first.communicate(timeout=5)
+        second = plangate("resume", RUN, *tools)
+        assert second.returncode == 2
+        assert f"run `{RUN}` is being executed by process {first.pid} on " in second.stderr
+        status = json.loads(plangate("status", RUN, "--format", "json").stdout)
+        assert status["state"] == "running"
+        assert status["steps"]["w"]["state"] == "running" and f"process {first.pid}" in status["steps"]["w"]["reason"]
+        settled = plangate("reconcile", RUN, "w", "--not-happened", "--as", "ops")
+        assert settled.returncode == 2 and "is being executed by process" in settled.stderr
+        assert plangate("abort", RUN).returncode == 2
+        assert (tmp_path / "calls").read_text().count("\n") == 1  # nobody called the tool a second time
+    finally:
+        first.kill()
+        first.wait()
+    status = json.loads(plangate("status", RUN, "--format", "json").stdout)
+    assert status["state"] == "paused" and status["steps"]["w"]["state"] == "outcome_unknown"
+    (tmp_path / "release").touch()
+    resumed = plangate("resume", RUN, *tools)  # the killed holder's lock died with it
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert (tmp_path / "calls").read_text().count("\n") == 2  # the hook said the first call never finished
+
+
+def test_a_second_runtime_refuses_a_run_that_another_holds(tmp_path, demo, registry):
+    import os
+
+    from plangate.runtime.host import RunError
+
+    journal = tmp_path / "journal.db"
+    with runtime_at(journal, registry) as holder, runtime_at(journal, registry) as other:
+        run = holder.start(*example("deploy"), baseline())
+        with holder.hold(run):
+            with pytest.raises(RunError, match=f"run `{run}` is being executed by process {os.getpid()} on "):
+                other.advance(run)
+            assert holder.advance(run).state == "paused"  # the holder itself goes on (re-entrant)
+        assert other.advance(run).state == "paused"

@@ -247,19 +247,22 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     plan_text = result.sources.get(args.plan).text
     policy_texts = [(name, result.sources.get(name).text) for name in args.policy]
+    from plangate.runtime.host import new_run_id
+
     runtime = _runtime(args.journal, args.tools, create=True)
-    if args.run_id and args.run_id in runtime.journal.runs():
-        recorded = runtime.view(args.run_id).policy.hash
-        if result.policy is not None and result.policy.hash != recorded:
-            print(f"plangate: run `{args.run_id}` was started under another policy ({recorded}); a run keeps "
-                  "its policy: start a new run to use these policies", file=sys.stderr)
-            return 2
-        runtime.new_version(args.run_id, plan_text, args.plan)
-        run_id = args.run_id
-    else:
-        run_id = runtime.start(plan_text, args.plan, policy_texts, args.run_id)
-    print(run_id)  # alone on the first line, for scripts: `RUN=$(plangate run … | head -1)`
-    return _print_report(runtime.advance(run_id))
+    run_id = args.run_id or new_run_id()
+    with runtime.hold(run_id):  # one hold from the first record to the report: nobody runs it meanwhile
+        if run_id in runtime.journal.runs():
+            recorded = runtime.view(run_id).policy.hash
+            if result.policy is not None and result.policy.hash != recorded:
+                print(f"plangate: run `{run_id}` was started under another policy ({recorded}); a run keeps "
+                      "its policy: start a new run to use these policies", file=sys.stderr)
+                return 2
+            runtime.new_version(run_id, plan_text, args.plan)
+        else:
+            runtime.start(plan_text, args.plan, policy_texts, run_id)
+        print(run_id)  # alone on the first line, for scripts: `RUN=$(plangate run … | head -1)`
+        return _print_report(runtime.advance(run_id))
 
 
 @_runtime_command

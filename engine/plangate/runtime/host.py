@@ -7,6 +7,13 @@ journal, re-parses the plan and policy it recorded (parsed and checked once per 
 memoised), checks their hashes, and folds the records into the run's state. Nothing about a run is
 kept only in memory.
 
+Whatever executes or changes a run (`start`, `advance`, `new_version`, `abort`, `reconcile`) holds
+the run's exclusive lock (`runlock.py`) for as long as it does; another process is refused with a
+message naming the holder. The lock dies with its holder. A reader's view probes it: an intent with
+no answer is `running` while another live process holds the run, else `outcome_unknown`. `approve`
+takes no lock: it computes the call and appends the approval with a compare-and-append on the run's
+chain head, so the approval is recorded only if the call it checked is still the run's call.
+
 A pass (`advance`) takes the steps in topological order and, for each that is not finished:
 - waits while an earlier step it depends on is unfinished; is `cancelled` after one that failed,
   was blocked or cancelled; is `skipped` when a step whose result it uses was skipped, or when its
@@ -44,6 +51,8 @@ import os
 import signal
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
@@ -59,6 +68,7 @@ from plangate.policy.facts import StepFacts, effective_risk, rule_activation
 from plangate.runtime.canonical import canonical_json, content_hash
 from plangate.runtime.canonical_plan import canonical, plan_hash
 from plangate.runtime.journal import Journal, Record, StaleHead
+from plangate.runtime.runlock import RunBusy, RunLocks
 from plangate.runtime.tools import Outcome, ToolRegistry, bind, invoke, invoke_reconcile
 from plangate.source import SourceFile
 
@@ -98,18 +108,23 @@ class RunView:
     calls: int = 0
     cost: float = 0.0
     run_state: str = "running"
+    held_by: str | None = None  # another live process that holds the run's lock (it is executing)
 
 
 @dataclass
 class RunReport:
     run: str
-    state: str  # succeeded | failed | paused | blocked | aborted
+    state: str  # succeeded | failed | paused | blocked | aborted | running (another process holds it)
     message: str
     steps: dict[str, dict[str, Any]]
 
     @property
     def exit_code(self) -> int:
-        return {"succeeded": 0, "paused": 3}.get(self.state, 1)
+        return {"succeeded": 0, "paused": 3, "running": 3}.get(self.state, 1)
+
+
+def new_run_id() -> str:
+    return "run-" + uuid.uuid4().hex[:12]
 
 
 def _now_iso(seconds: float) -> str:
@@ -139,16 +154,32 @@ class Runtime:
         self.tools = tools or ToolRegistry()
         self.clock = clock
         self.fault = fault
+        self._locks = RunLocks(self.journal.path)
         # run → (state folded from the journal, (seq, hash) of the last record folded): a cache
         # of what the journal says, checked against the chain on every read, never a second truth.
         self._folded: dict[str, tuple[RunView, tuple[int, str]]] = {}
+
+    @contextmanager
+    def hold(self, run: str) -> Iterator[None]:
+        """Hold the run's lock (re-entrant) for the block; a `RunError` naming the holder when
+        another live process executes or changes the run."""
+        try:
+            with self._locks.hold(run):
+                yield
+        except RunBusy as busy:
+            raise RunError(str(busy)) from None
 
     # ------------------------------------------------------------------ starting
     def start(self, plan_text: str, plan_file: str, policy_texts: list[tuple[str, str]],
               run: str | None = None) -> str:
         """Record a new run (the plan must have been checked clean); returns the run id."""
         plan, policy = _load(plan_text, plan_file, policy_texts)
-        run = run or "run-" + uuid.uuid4().hex[:12]
+        run = run or new_run_id()
+        with self.hold(run):
+            return self._start(run, plan, policy, plan_text, plan_file, policy_texts)
+
+    def _start(self, run: str, plan: Plan, policy: CompiledPolicy, plan_text: str, plan_file: str,
+               policy_texts: list[tuple[str, str]]) -> str:
         if run in self.journal.runs():
             raise RunError(f"run `{run}` already exists")
         mission = {"objective": plan.objective, "non_goals": list(plan.non_goals), "scope": list(plan.scope),
@@ -163,6 +194,10 @@ class Runtime:
 
     def new_version(self, run: str, plan_text: str, plan_file: str) -> str:
         """Replace the plan of a run in progress; completed effects and unknown outcomes stay."""
+        with self.hold(run):
+            return self._new_version(run, plan_text, plan_file)
+
+    def _new_version(self, run: str, plan_text: str, plan_file: str) -> str:
         view = self.view(run)
         plan, _ = _load(plan_text, plan_file, [tuple(item) for item in view.policy_texts])
         new_hash = plan_hash(plan)
@@ -197,9 +232,14 @@ class Runtime:
             last = (records[-1].seq, records[-1].hash) if records else (seq, record_hash)
         self._folded[run] = (folded, last)
         view = _copy_view(folded)
-        for step_id in view.open_intents:  # a call with no answer recorded: it may have happened
-            view.states[step_id] = "outcome_unknown"
-            view.reasons[step_id] = "the call may have happened: its answer was never recorded"
+        view.held_by = self._locks.holder(run)
+        for step_id in view.open_intents:
+            if view.held_by is not None:  # the process that holds the run is making this call now
+                view.states[step_id] = "running"
+                view.reasons[step_id] = f"the call is in progress in {view.held_by}"
+            else:  # a call with no answer recorded: it may have happened
+                view.states[step_id] = "outcome_unknown"
+                view.reasons[step_id] = "the call may have happened: its answer was never recorded"
         return view
 
     def _fold_whole(self, run: str) -> tuple[RunView, tuple[int, str]]:
@@ -223,7 +263,12 @@ class Runtime:
 
     # ------------------------------------------------------------------ running
     def advance(self, run: str) -> RunReport:
-        """Run every step that can run now; returns how the run stands afterwards."""
+        """Run every step that can run now, holding the run's lock; returns how the run stands
+        afterwards."""
+        with self.hold(run):
+            return self._advance(run)
+
+    def _advance(self, run: str) -> RunReport:
         view = self.view(run)
         if view.run_state in ENDED:
             return self.report(run, view)
@@ -577,7 +622,12 @@ class Runtime:
 
     def reconcile(self, run: str, step_id: str, happened: bool, by: str, result: Any = None) -> None:
         """Settle an unknown outcome by hand; `result` is what the operator observed (if it happened),
-        which later steps and `expect` then see as the step's result."""
+        which later steps and `expect` then see as the step's result. Refused while another process
+        holds the run: its call may still be in flight."""
+        with self.hold(run):
+            self._reconcile(run, step_id, happened, by, result)
+
+    def _reconcile(self, run: str, step_id: str, happened: bool, by: str, result: Any) -> None:
         view = self.view(run)
         if view.states.get(step_id) != "outcome_unknown":
             raise RunError(f"step `{step_id}` of run `{run}` has no unknown outcome to settle "
@@ -588,6 +638,11 @@ class Runtime:
                                                 "settled_by": by}, step=step_id)
 
     def abort(self, run: str, rollback: bool) -> RunReport:
+        """Cancel what is not finished and end the run; with `rollback`, undo its reversible steps."""
+        with self.hold(run):
+            return self._abort(run, rollback)
+
+    def _abort(self, run: str, rollback: bool) -> RunReport:
         view = self.view(run)
         for step_id in _order(view.plan):
             if view.states.get(step_id) not in FINISHED | {"outcome_unknown"}:
@@ -640,6 +695,8 @@ class Runtime:
         states = [info["state"] for info in steps.values()]
         if view.run_state == "aborted":
             state, message = "aborted", "the run was aborted"
+        elif view.held_by is not None and view.run_state not in ENDED:
+            state, message = "running", f"run `{run}` is being executed by {view.held_by}"
         elif all(s in GOOD for s in states):
             state, message = "succeeded", "every step succeeded or was skipped"
         elif any(s in ("waiting_for_approval", "outcome_unknown") for s in states) or reason:

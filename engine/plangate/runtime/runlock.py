@@ -1,0 +1,118 @@
+"""Per-run exclusive locks: at most one process executes or changes a run at a time.
+
+Every process that executes a run or changes what it will do (`run`, `resume`, `abort`,
+`reconcile`, a new plan version) holds the run's lock while it does. The lock is an advisory
+`flock` on a file beside the journal, `JOURNAL.locks/<sha256 of the run id, 32 hex>.lock`:
+- the kernel releases it when its holder exits, however it exits (SIGKILL included), so a crashed
+  holder never blocks a run: there is no lease to expire and no heartbeat to trust;
+- `flock` locks belong to an open file description, so two `Runtime`s in one process exclude each
+  other as two processes do;
+- the holder writes `{"pid", "host", "since"}` into the file, for the message that names it; the
+  file is emptied before the lock is released and never deleted (deleting a lock file lets a
+  waiter lock a name that no longer exists).
+
+Acquiring tries for a short while (`WAIT_SECONDS`: a reader's probe holds the lock for an instant)
+and then raises `RunBusy` naming the holder. Within one `RunLocks` the lock is re-entrant: a
+`plangate run` that records a new version and then advances holds it once across both.
+
+`holder(run)` tells a reader (`plangate status`) whether a live process holds the run, with a
+shared, non-blocking probe; it never creates a file, so it works on a read-only journal.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import socket
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+WAIT_SECONDS = 1.0
+
+
+class RunBusy(Exception):
+    """Another live process holds the run; the message names it."""
+
+
+class RunLocks:
+    """The locks of the runs of one journal, as held by one `Runtime`."""
+
+    def __init__(self, journal_path: Path) -> None:
+        self.directory = journal_path.with_name(journal_path.name + ".locks")
+        self._held: dict[str, tuple[int, int]] = {}  # run → (file descriptor, depth)
+
+    def path(self, run: str) -> Path:
+        return self.directory / (hashlib.sha256(run.encode()).hexdigest()[:32] + ".lock")
+
+    def holds(self, run: str) -> bool:
+        """Whether this `RunLocks` holds the run now."""
+        return run in self._held
+
+    @contextmanager
+    def hold(self, run: str) -> Iterator[None]:
+        """Hold the run's lock for the block (re-entrant); `RunBusy` if another holder has it."""
+        held = self._held.get(run)
+        if held is not None:
+            self._held[run] = (held[0], held[1] + 1)
+        else:
+            self._held[run] = (self._acquire(run), 1)
+        try:
+            yield
+        finally:
+            descriptor, depth = self._held[run]
+            if depth > 1:
+                self._held[run] = (descriptor, depth - 1)
+            else:
+                del self._held[run]
+                os.ftruncate(descriptor, 0)
+                os.close(descriptor)  # closing the last descriptor releases the lock
+
+    def holder(self, run: str) -> str | None:
+        """'process N on HOST' when another live process holds the run, else None."""
+        if run in self._held:
+            return None
+        try:
+            descriptor = os.open(self.path(run), os.O_RDONLY)
+        except OSError:
+            return None  # never locked, or not readable: nobody can be shown as holding it
+        try:
+            try:
+                fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return _describe(descriptor)
+            fcntl.flock(descriptor, fcntl.LOCK_UN)
+            return None
+        finally:
+            os.close(descriptor)
+
+    def _acquire(self, run: str) -> int:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(self.path(run), os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.monotonic() + WAIT_SECONDS
+        while True:
+            try:
+                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    who = _describe(descriptor)
+                    os.close(descriptor)
+                    raise RunBusy(f"run `{run}` is being executed by {who}") from None
+                time.sleep(0.05)
+        os.ftruncate(descriptor, 0)
+        os.pwrite(descriptor, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                                          "since": time.time()}).encode(), 0)
+        return descriptor
+
+
+def _describe(descriptor: int) -> str:
+    """Who holds the lock, from what the holder wrote (it may not have written it yet)."""
+    try:
+        holder = json.loads(os.pread(descriptor, 4096, 0) or b"null")
+        return f"process {int(holder['pid'])} on {holder['host']}"
+    except (OSError, ValueError, TypeError, KeyError):
+        return "another process"
