@@ -332,7 +332,7 @@ def test_the_call_budget_stops_the_run_before_the_call_that_would_break_it(box):
     runtime.new_version(run, plan_text(body % "b2", version=2), "t.plan")  # `b` changed: its call runs again
     runtime.approve(run, "notify", "alice", "operator")
     report = runtime.advance(run)
-    assert report.steps["b"] == {**report.steps["b"], "state": "succeeded", "attempts": 2}
+    assert report.steps["b"] == {**report.steps["b"], "state": "succeeded", "attempts": 1}  # attempts of its new call
     assert report.steps["notify"]["state"] == "blocked"
     assert report.steps["notify"]["reason"] == "one more call would make 5, over the plan's budget of 4 calls"
     assert report.state == "blocked" and report.exit_code == 1
@@ -484,3 +484,91 @@ def test_abort_with_rollback_undoes_completed_reversible_steps_in_reverse_order(
     assert [(r.kind, r.step, r.body.get("tool")) for r in rollbacks] == [
         ("intent", "second", "notes.delete"), ("result", "second", None),
         ("intent", "first", "notes.delete"), ("result", "first", None)]
+
+
+def test_a_changed_call_gets_a_new_derived_key_and_fresh_attempts_and_unchanged_keys_stay(box):
+    toolbox, runtime = box
+    body = """
+  step a { call t.read(key: "%s") retry 1 }
+  step c { call t.read(key: "c") retry %d }
+  step n after a { call t.send(to: "ops") idempotency "n" approval by role "operator" }
+"""
+    toolbox.failures["c"] = 2
+    run = start_plan(runtime, body % ("a1", 1))
+    report = runtime.advance(run)
+    assert report.steps["c"] == {**report.steps["c"], "state": "failed", "attempts": 2}
+    assert report.steps["n"]["state"] == "waiting_for_approval"
+
+    toolbox.failures["a2"] = 1  # the new call of `a` fails once: its retry allows one more attempt
+    runtime.new_version(run, plan_text(body % ("a2", 2), version=2), "t.plan")  # and `c` may retry once more
+    report = runtime.advance(run)
+    assert report.steps["a"] == {**report.steps["a"], "state": "succeeded", "attempts": 2}
+    assert report.steps["c"] == {**report.steps["c"], "state": "succeeded", "attempts": 3}
+    keys = {step: [i.body["idempotency_key"] for i in kinds(runtime, run, "intent", step)] for step in ("a", "c")}
+    assert len(keys["a"]) == 3 and keys["a"][0] != keys["a"][1] == keys["a"][2]  # a new call, a new key
+    assert [i.body["attempt"] for i in kinds(runtime, run, "intent", "a")] == [1, 1, 2]
+    assert len(keys["c"]) == 3 and len(set(keys["c"])) == 1  # the same call keeps its key across versions
+
+
+def test_a_new_version_that_drops_a_step_keeps_its_unknown_outcome_until_settled(box):
+    toolbox, runtime = box
+    run = start_plan(runtime, """
+  step w { call t.write(name: "w") risk reversible_write idempotency "w" }
+  step r { call t.read(key: "r") }
+""")
+    runtime.journal.append(run, "intent", {"tool": "t.write", "args": {"name": "w"}, "idempotency_key": "w",
+                                           "attempt": 1}, step="w")  # a crash after the intent
+    runtime.new_version(run, plan_text('  step r { call t.read(key: "r") }', version=2), "t.plan")
+    report = runtime.advance(run)
+    assert report.state == "paused" and report.exit_code == 3
+    assert report.steps["w"]["state"] == "outcome_unknown" and report.steps["r"]["state"] == "succeeded"
+    assert runtime.report(run, runtime.view(run), record=False).steps["w"]["state"] == "outcome_unknown"
+    runtime.reconcile(run, "w", True, "ops", {"name": "w"})
+    report = runtime.advance(run)
+    assert report.state == "succeeded"
+    assert report.steps["w"]["state"] == "succeeded" and "no longer in the plan" in report.steps["w"]["reason"]
+    assert [call[0] for call in toolbox.calls] == ["t.read"]
+
+
+@pytest.mark.parametrize("happened", [True, False])
+def test_an_unknown_outcome_of_a_changed_call_is_settled_before_the_new_call_runs(box, happened):
+    toolbox, runtime = box
+    body = '  step w { call t.write(name: "%s") risk reversible_write }'
+    run = start_plan(runtime, body % "old")
+    view = runtime.view(run)
+    runtime.journal.append(run, "intent", {"tool": "t.write", "args": {"name": "old"}, "idempotency_key": "k-old",
+                                           "attempt": 1}, step="w")
+    runtime.new_version(run, plan_text(body % "new", version=2), "t.plan")
+    report = runtime.advance(run)
+    assert report.steps["w"]["state"] == "outcome_unknown" and toolbox.calls == []
+    runtime.reconcile(run, "w", happened, "ops", {"name": "old"} if happened else None)
+    report = runtime.advance(run)
+    assert report.state == "succeeded" and report.steps["w"]["attempts"] == 1
+    assert [call[1] for call in toolbox.calls] == ["new"] and toolbox.calls[0][2] != "k-old"
+    assert view.plan_version == 1
+
+
+DENY_POLICY = TEST_POLICY.replace("limit concurrency", 'deny "no-bad" when call.tool == "t.write" && '
+                                  'args.name == "bad"\n  limit concurrency')
+
+
+def test_a_new_version_decides_blocked_cancelled_and_skipped_steps_again(box):
+    toolbox, runtime = box
+    toolbox.values.update({"g1": "bad", "g2": "good"})
+    body = """
+  step g { call t.read(key: "%s") }
+  step w { call t.write(name: g.result.value) risk reversible_write idempotency "w-" + g.result.value }
+  step c after w { call t.read(key: "c") }
+  step s { when g.result.value == "good"  call t.read(key: "s") }
+  step n { call t.send(to: "ops") idempotency "n" approval by role "operator" }
+"""
+    run = runtime.start(plan_text(body % "g1"), "t.plan", [("t.policy", DENY_POLICY)])
+    report = runtime.advance(run)
+    assert {step: info["state"] for step, info in report.steps.items()} == {
+        "g": "succeeded", "w": "blocked", "c": "cancelled", "s": "skipped", "n": "waiting_for_approval"}
+    runtime.new_version(run, plan_text(body % "g2", version=2), "t.plan")
+    runtime.approve(run, "n", "alice", "operator")
+    report = runtime.advance(run)
+    assert report.state == "succeeded", report.message
+    assert ("t.write", "good", "w-good") in toolbox.calls
+    assert sorted(call[1] for call in toolbox.calls if call[0] == "t.read") == ["c", "g1", "g2", "s"]

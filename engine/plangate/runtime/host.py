@@ -32,6 +32,14 @@ A pass (`advance`) takes the steps in topological order and, for each that is no
 Calls of steps that are ready together run in a thread pool of the policy's concurrency limit; the
 journal is written only from the host's thread.
 
+A new plan version (a `plan_version` record) replaces the plan in the fold; `_revise` decides what
+each step keeps: an unknown outcome always (until settled; if its call changed or the step was
+dropped, the settled effect is not taken for the new call), a completed step unless its call
+changed, and a blocked, cancelled, skipped or retryable failed step is decided again. A step whose
+call changed starts with no state, result or attempts. The derived idempotency key hashes the
+concrete call, so an unchanged call keeps its key across attempts and versions, and a changed one
+never reuses it.
+
 After a crash, an intent with no result is `outcome_unknown`. The host never calls again blindly:
 it asks the tool's reconcile hook with the key (a result: it happened; None: it did not, and the
 step is safe to call), else the run pauses until `plangate reconcile` settles it by hand. A step
@@ -103,6 +111,9 @@ class RunView:
     results: dict[str, Any] = field(default_factory=dict)
     open_intents: dict[str, dict[str, Any]] = field(default_factory=dict)
     marked_unknown: set[str] = field(default_factory=set)
+    # Steps whose unknown outcome belongs to a call that a later plan version changed or dropped:
+    # kept until settled, then run again under the new call (or, dropped, kept only if it happened).
+    stale: set[str] = field(default_factory=set)
     last_intent: dict[str, dict[str, Any]] = field(default_factory=dict)
     approvals: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     calls: int = 0
@@ -404,7 +415,7 @@ class Runtime:
                 self._set(view, step_id, "failed", f"argument `{argument.name}`: {value.message}")
                 return "changed"
             args[argument.name] = _plain(value)
-        key = self._idempotency_key(view, step, scope)
+        key = self._idempotency_key(view, step, scope, args)
         if isinstance(key, CelError):
             self._set(view, step_id, "failed", f"idempotency key: {key.message}")
             return "changed"
@@ -443,11 +454,16 @@ class Runtime:
         _fold(view, self.journal.append(view.run, "intent", intent, step=step_id))  # later steps of this pass count it
         return intent
 
-    def _idempotency_key(self, view: RunView, step: Step, scope: dict[str, Any]) -> str | CelError:
+    def _idempotency_key(self, view: RunView, step: Step, scope: dict[str, Any],
+                         args: dict[str, Any]) -> str | CelError:
+        """The plan's `idempotency` expression as a string; without one, `RUN:STEP:` and 24 hex
+        digits of SHA-256 over the run, the step and the canonical concrete call (tool and
+        arguments): the same for every attempt of one call, another for a call that changed."""
         if step.idempotency is not None:
             value = compile_expr(step.idempotency)(scope)
             return value if isinstance(value, CelError) else str(_plain(value))
-        digest = hashlib.sha256(f"{view.run}\0{step.id}".encode()).hexdigest()[:24]
+        call = canonical_json({"tool": step.call.tool, "args": args})  # type: ignore[union-attr]
+        digest = hashlib.sha256(f"{view.run}\0{step.id}\0{call}".encode()).hexdigest()[:24]
         return f"{view.run}:{step.id}:{digest}"
 
     def _budget_problem(self, view: RunView, step: Step) -> str | None:
@@ -690,8 +706,10 @@ class Runtime:
 
     # ------------------------------------------------------------------ reporting
     def report(self, run: str, view: RunView, reason: str | None = None, record: bool = True) -> RunReport:
-        steps = {step.id: {"state": view.states.get(step.id, "ready"), "attempts": view.attempts.get(step.id, 0),
-                           "reason": view.reasons.get(step.id)} for step in view.plan.steps}
+        ids = [step.id for step in view.plan.steps]
+        ids += sorted(set(view.states) - set(ids))  # dropped by a new version, with an unknown or settled outcome
+        steps = {step_id: {"state": view.states.get(step_id, "ready"), "attempts": view.attempts.get(step_id, 0),
+                           "reason": view.reasons.get(step_id)} for step_id in ids}
         states = [info["state"] for info in steps.values()]
         if view.run_state == "aborted":
             state, message = "aborted", "the run was aborted"
@@ -726,7 +744,8 @@ def _copy_view(view: RunView) -> RunView:
     """A copy whose containers can be changed without touching `view`."""
     return replace(view, states=dict(view.states), reasons=dict(view.reasons), attempts=dict(view.attempts),
                    results=dict(view.results), open_intents=dict(view.open_intents),
-                   marked_unknown=set(view.marked_unknown), last_intent=dict(view.last_intent),
+                   marked_unknown=set(view.marked_unknown), stale=set(view.stale),
+                   last_intent=dict(view.last_intent),
                    approvals={step: list(items) for step, items in view.approvals.items()})
 
 
@@ -757,11 +776,8 @@ def _fold(view: RunView, record: Record) -> None:
         old_plan = view.plan
         view.plan, view.plan_hash, view.plan_version = plan, body["plan_hash"], body["plan_version"]
         view.plan_text = body["plan_text"]
-        for step_id, state in list(view.states.items()):  # changed calls lose their completed state
-            old, new = _step(old_plan, step_id), _step(plan, step_id)
-            if new is None or (state in GOOD and old is not None and canonical(old.call) != canonical(new.call)):
-                view.states.pop(step_id, None)
-                view.results.pop(step_id, None)
+        for step_id in sorted(set(view.states) | set(view.attempts) | set(view.open_intents)):
+            _revise(view, step_id, _step(old_plan, step_id), _step(plan, step_id))
     elif kind == "run_state":
         view.run_state = body["state"]
     elif step is None:
@@ -782,7 +798,16 @@ def _fold(view: RunView, record: Record) -> None:
     elif kind == "result":
         view.open_intents.pop(step, None)
         view.results[step] = body["result"]
-        if not body.get("rollback"):
+        if body.get("rollback"):
+            pass
+        elif step in view.stale:  # an earlier version's call happened: settled, not this version's call
+            view.stale.discard(step)
+            if _step(view.plan, step) is not None:
+                _forget(view, step)
+            else:
+                view.states[step] = "succeeded"
+                view.reasons[step] = "its call happened; the step is no longer in the plan"
+        else:
             view.states[step] = "verifying"
     elif kind == "attempt_failed":
         view.open_intents.pop(step, None)
@@ -792,9 +817,40 @@ def _fold(view: RunView, record: Record) -> None:
         view.marked_unknown.add(step)
     elif kind == "reconciled":
         view.open_intents.pop(step, None)
-        view.states[step] = "verifying" if body["happened"] else "ready"
+        if step in view.stale and not body["happened"]:  # an earlier version's call did not happen
+            view.stale.discard(step)
+            _forget(view, step)
+        else:
+            view.states[step] = "verifying" if body["happened"] else "ready"
     elif kind == "approval":
         view.approvals.setdefault(step, []).append(body)
+
+
+def _revise(view: RunView, step_id: str, old: Step | None, new: Step | None) -> None:
+    """What a new plan version keeps of one step (`old` and `new` are its two versions, None
+    where a version lacks it). An unknown outcome is kept whatever changed (if its call changed or
+    the step was dropped, it is `stale`: settled first, then run again or forgotten). A dropped
+    step, or one whose call changed, is forgotten: it runs again with fresh attempts. Of the
+    others, a `blocked`, `cancelled` or `skipped` step is decided again, and so is a `failed` one
+    that the new `retry` allows another attempt; completed steps keep their state and result."""
+    changed = old is None or new is None or canonical(old.call) != canonical(new.call)
+    if step_id in view.open_intents or view.states.get(step_id) == "outcome_unknown":
+        if changed:
+            view.stale.add(step_id)
+        return
+    state = view.states.get(step_id)
+    if changed:
+        _forget(view, step_id)
+    elif state in ("blocked", "cancelled", "skipped") or (
+            state == "failed" and new is not None and view.attempts.get(step_id, 0) <= new.retry):
+        view.states.pop(step_id, None)
+        view.reasons.pop(step_id, None)
+
+
+def _forget(view: RunView, step_id: str) -> None:
+    """The step starts afresh: no state, result or attempts (its records stay in the journal)."""
+    for known in (view.states, view.reasons, view.results, view.attempts):
+        known.pop(step_id, None)
 
 
 @dataclass(frozen=True)
