@@ -80,9 +80,9 @@ class Case:
 
 
 def _lines(path: Path) -> list[str]:
-    # Lines as the source map counts them: split on "\n" only. Undecodable bytes (the
-    # `unreadable-input` case) are replaced, so their comments can still be read.
-    return path.read_bytes().decode("utf-8", errors="replace").split("\n")
+    # Lines as the source map counts them (`\n`, `\r\n` or a lone `\r` ends one). Undecodable bytes
+    # (the `unreadable-input` case) are replaced, so their comments can still be read.
+    return re.split(r"\r\n?|\n", path.read_bytes().decode("utf-8", errors="replace"))
 
 
 def discover() -> list[Case]:

@@ -6,12 +6,14 @@ content hashes (IR nodes compare and hash without their spans).
 
 Invariant: `SourceFile.position(offset)` returns 1-based line and column; columns count code points,
 and a tab counts as one column (editors and SARIF viewers agree on that, not on tab stops).
+Lines end at `\n`, `\r\n` or a lone `\r`.
 Offsets past the end clamp to the end of the text.
 """
 
 from __future__ import annotations
 
 import bisect
+import re
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -33,6 +35,7 @@ class Span(NamedTuple):
 
 
 NO_SPAN = Span("", 0, 0)
+_LINE_BREAK = re.compile(r"\r\n?|\n")
 
 
 @dataclass
@@ -45,11 +48,14 @@ class SourceFile:
 
     def __post_init__(self) -> None:
         starts = [0]
-        find = self.text.find
-        index = find("\n")
-        while index != -1:
-            starts.append(index + 1)
-            index = find("\n", index + 1)
+        if "\r" in self.text:  # `\r\n` and a lone `\r` end lines too
+            starts.extend(match.end() for match in _LINE_BREAK.finditer(self.text))
+        else:
+            find = self.text.find
+            index = find("\n")
+            while index != -1:
+                starts.append(index + 1)
+                index = find("\n", index + 1)
         self._line_starts = starts
 
     def position(self, offset: int) -> Position:
@@ -66,8 +72,8 @@ class SourceFile:
         if line < 1 or line > len(self._line_starts):
             return ""
         start = self._line_starts[line - 1]
-        end = self.text.find("\n", start)
-        return self.text[start:] if end == -1 else self.text[start:end]
+        end = self._line_starts[line] if line < len(self._line_starts) else len(self.text)
+        return self.text[start:end].rstrip("\r\n")
 
     @property
     def line_count(self) -> int:

@@ -51,7 +51,7 @@ _OPERANDS = ("NAME", "NUMBER", "UINT", "HEX", "STRING", "SQ_STRING", "TRUE", "FA
 
 # Lines that begin an independent item: the unit that recovery blanks out.
 _ITEM_START = re.compile(
-    r"^[ \t]*(?:step|check|budget|tool|require|deny|warn|limit|test|unknown_tools|plan|policy|"
+    r"(?:^|(?<=\r))[ \t]*(?:step|check|budget|tool|require|deny|warn|limit|test|unknown_tools|plan|policy|"
     r"objective|non_goal|scope|success|constraint|decision|version)\b",
     re.MULTILINE,
 )
@@ -72,7 +72,8 @@ _WORDS = {
 
 _BLOCK_KEYWORDS = frozenset({"STEP", "CHECK", "TOOL", "TEST", "BUDGET", "REQUIRE", "DENY", "WARN", "LIMIT",
                              "PLAN", "POLICY", "UNKNOWN_TOOLS"})
-_BRACES = re.compile(r'"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'|#[^\n]*|[{}]')
+_ARGUMENT_NAME_BEFORE = re.compile(r"[(,]\s*[A-Za-z_][A-Za-z0-9_]*\s*\Z")
+_BRACES = re.compile(r'"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'|#[^\r\n]*|[{}]')
 
 _EXAMPLES: dict[str, list[str]] = {
     "missing-comma": [
@@ -294,19 +295,31 @@ def _at_end(error: UnexpectedInput) -> bool:
 
 
 def _blank_item(text: str, offset: int) -> str | None:
-    """`text` with the item around `offset` replaced by white space, or None if there is none."""
+    """`text` with the item around `offset` replaced by white space, or None if there is none.
+
+    The item runs from the item start at or before `offset` to the next item start; the last item
+    of a file runs to the file's last `}` (kept: it closes the plan or policy around the item)."""
     starts = [match.start() for match in _ITEM_START.finditer(text)]
     before = [start for start in starts if start <= offset]
     after = [start for start in starts if start > offset]
-    if not before or not after:
+    if not before:
         return None
     begin = before[-1]
-    line_start = text.rfind("\n", 0, offset) + 1
+    line_start = _line_start(text, offset)
     if begin == line_start and text[line_start:offset].strip() == "" and len(before) > 1:
         begin = before[-2]  # the error is at the start of an item: the item before it is unclosed
-    end = after[0]
-    region = re.sub(r"[^\n]", " ", text[begin:end])
+    if after:
+        end = after[0]
+    else:
+        end = text.rfind("}")
+        if end <= begin or len(before) < 2:
+            return None
+    region = re.sub(r"[^\r\n]", " ", text[begin:end])
     return text[:begin] + region + text[end:]
+
+
+def _line_start(text: str, offset: int) -> int:
+    return max(text.rfind("\n", 0, offset), text.rfind("\r", 0, offset)) + 1
 
 
 def _describe(parser: _Parser, name: str, text: str, error: UnexpectedInput) -> Diagnostic:
@@ -336,7 +349,7 @@ def _describe(parser: _Parser, name: str, text: str, error: UnexpectedInput) -> 
 
 
 def _starts_line(text: str, offset: int) -> bool:
-    line_start = text.rfind("\n", 0, offset) + 1
+    line_start = _line_start(text, offset)
     return text[line_start:offset].strip() == ""
 
 
@@ -356,14 +369,16 @@ def _describe_character(parser: _Parser, name: str, text: str, error: Unexpected
     offset = error.pos_in_stream
     char = text[offset] if offset < len(text) else ""
     if char in "\"'":
-        line_end = text.find("\n", offset)
-        line_end = len(text) if line_end == -1 else line_end
+        line_end = re.compile(r"[\r\n]|\Z").search(text, offset).start()
         return diagnostic("syntax-error", Span(name, offset, line_end), "unterminated string",
                           help=f"close the string with `{char}` on the same line")
     span = Span(name, offset, offset + 1)
     if char == "=" and not text.startswith("==", offset):
-        return diagnostic("syntax-error", span, "expected `:` between an argument's name and its value, found `=`",
-                          help="write arguments as `name: value`; compare with `==`")
+        if _ARGUMENT_NAME_BEFORE.search(text, max(0, offset - 200), offset):
+            return diagnostic("syntax-error", span, "expected `:` between an argument's name and its value, found `=`",
+                              help="write arguments as `name: value`; compare with `==`")
+        return diagnostic("syntax-error", span, "unexpected `=`; compare with `==`",
+                          help="CEL has no assignment; `==` compares two values")
     shown = char if char.isprintable() and not char.isspace() else repr(char)
     expected = _expected_words(parser, set(error.allowed or ()))
     return diagnostic("syntax-error", span, f"unexpected character `{shown}`; expected {expected}")
