@@ -21,7 +21,7 @@ from typing import Any
 from lark import Token, Transformer
 
 from plangate.cel import ast as cel
-from plangate.diagnostics import Diagnostic, diagnostic
+from plangate.diagnostics import Diagnostic, Label, diagnostic
 from plangate.ir import nodes as ir
 from plangate.source import Span
 
@@ -196,12 +196,10 @@ class Lowering(Transformer):
 
     def _once(self, seen: dict[str, Span], kind: str, span: Span, what: str | None = None) -> bool:
         if kind in seen:
-            from plangate.diagnostics import Label
-
             what = what or f"`{kind}`"
             self._report("duplicate-clause", span, f"{what} is given twice",
                          labels=[Label(seen[kind], "first given here")],
-                         help=f"keep one {what}")
+                         help="remove one of the two")
             return False
         seen[kind] = span
         return True
@@ -363,7 +361,9 @@ class Lowering(Transformer):
 
     def tool_call(self, children: list) -> ir.ToolCall:
         (name, name_span), *args, close = children
-        arguments = tuple(arg for arg in args if arg is not None)
+        seen: dict[str, Span] = {}
+        arguments = tuple(arg for arg in args if arg is not None
+                          and self._once(seen, arg.name, arg.span, f"the argument `{arg.name}`"))
         return ir.ToolCall.model_construct(tool=name, tool_span=name_span, args=arguments,
                            span=Span(self.file, name_span.start, close.end_pos))
 
