@@ -572,3 +572,49 @@ def test_a_new_version_decides_blocked_cancelled_and_skipped_steps_again(box):
     assert report.state == "succeeded", report.message
     assert ("t.write", "good", "w-good") in toolbox.calls
     assert sorted(call[1] for call in toolbox.calls if call[0] == "t.read") == ["c", "g1", "g2", "s"]
+
+
+# ------------------------------------------------------------------ tools that are missing or misbehave
+def test_a_run_does_not_start_without_the_tools_its_pending_steps_need(tmp_path, demo):
+    plangate = cli_in(tmp_path, demo)
+    partial = tmp_path / "partial.py"
+    partial.write_text(f"import importlib.util\nspec = importlib.util.spec_from_file_location('demo', {str(DEMO_TOOLS)!r})\n"
+                       "demo = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(demo)\n"
+                       "build, preview = demo.build, demo.preview\n")
+    fresh = plangate("run", "examples/deploy.plan", "--policy", "policies/baseline.policy", "--tools", str(partial),
+                     "--run", "r1")
+    assert fresh.returncode == 2 and "could not start: the tools loaded do not include `ci.test`" in fresh.stderr
+    assert "there is no run `r1`" in plangate("status", "r1").stderr  # nothing was recorded
+
+    started = plangate("run", "examples/deploy.plan", "--policy", "policies/baseline.policy", "--tools",
+                       str(DEMO_TOOLS), "--run", "r1")
+    assert started.returncode == 3
+    assert plangate("approve", "r1", "route", "--as", "alice", "--role", "operator", "--yes").returncode == 0
+    short = plangate("resume", "r1", "--tools", str(partial))
+    assert short.returncode == 2, short.stdout + short.stderr
+    assert "`dns.route` (step `route`)" in short.stderr and "`chat.post` (step `announce`)" in short.stderr
+    assert "`ci.build`" not in short.stderr  # a succeeded step needs no tool
+    with runtime_at(tmp_path / "journal.db") as runtime:
+        assert runtime.view("r1").states["route"] == "waiting_for_approval"
+        assert kinds(runtime, "r1", "state", "route")[-1].body["state"] == "waiting_for_approval"
+    finished = plangate("resume", "r1", "--tools", str(DEMO_TOOLS))
+    assert finished.returncode == 3 and "`announce`: waiting" in finished.stdout
+
+
+def test_a_tool_that_calls_sys_exit_fails_its_attempt_and_a_tools_file_that_does_cannot_load(tmp_path, demo):
+    plangate = cli_in(tmp_path, demo)
+    (tmp_path / "exits.py").write_text("import sys\nfrom plangate import tool\n\n@tool('t.read')\n"
+                                       "def read(key: str) -> dict:\n    sys.exit(7)\n")
+    (tmp_path / "t.policy").write_text(TEST_POLICY)
+    (tmp_path / "t.plan").write_text(plan_text('  step a { call t.read(key: "a") retry 1 }'))
+    ran = plangate("run", str(tmp_path / "t.plan"), "--policy", str(tmp_path / "t.policy"),
+                   "--tools", str(tmp_path / "exits.py"), "--run", "r1")
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    assert "attempt 2 failed: SystemExit: 7" in ran.stdout
+    with runtime_at(tmp_path / "journal.db") as runtime:
+        assert [r.body["error"] for r in kinds(runtime, "r1", "attempt_failed")] == ["SystemExit: 7"] * 2
+
+    (tmp_path / "exits_at_import.py").write_text("import sys\nsys.exit(5)\n")
+    refused = plangate("resume", "r1", "--tools", str(tmp_path / "exits_at_import.py"))
+    assert refused.returncode == 2
+    assert "cannot load the tools: loading tools from" in refused.stderr and "SystemExit: 5" in refused.stderr

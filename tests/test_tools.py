@@ -3,6 +3,7 @@ calls whose exceptions and non-JSON results become failed outcomes."""
 
 from __future__ import annotations
 
+import sys
 import textwrap
 from decimal import Decimal
 from typing import Any, Optional
@@ -313,3 +314,24 @@ def test_reconcile_hooks_are_invoked_like_tools(tmp_path):
         raise TimeoutError("status API down")
 
     assert invoke_reconcile(flaky, "k") == Outcome(False, error="TimeoutError: status API down")
+
+
+def test_sys_exit_in_a_tool_fails_the_attempt_and_keyboard_interrupt_still_stops():
+    @tool("exits")
+    def exits(code: int) -> dict:
+        sys.exit(code)
+
+    @tool("interrupted")
+    def interrupted() -> dict:
+        raise KeyboardInterrupt
+
+    assert invoke(exits, {"code": 3}) == Outcome(False, error="SystemExit: 3")
+    with pytest.raises(KeyboardInterrupt):
+        invoke(interrupted, {})
+
+
+def test_a_tools_file_that_calls_sys_exit_is_a_loading_problem(tmp_path):
+    path = tmp_path / "bad.py"
+    path.write_text("import sys\nsys.exit(4)\n")
+    [problem] = ToolRegistry().load(str(path))
+    assert problem == f"loading tools from {path} failed (bad.py, line 2): SystemExit: 4"

@@ -260,6 +260,7 @@ def _run(args: argparse.Namespace) -> int:
                 return 2
             runtime.new_version(run_id, plan_text, args.plan)
         else:
+            runtime.require_tools(result.plans[0], {})  # before the run is recorded
             runtime.start(plan_text, args.plan, policy_texts, run_id)
         print(run_id)  # alone on the first line, for scripts: `RUN=$(plangate run … | head -1)`
         return _print_report(runtime.advance(run_id))

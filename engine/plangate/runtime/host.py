@@ -283,6 +283,7 @@ class Runtime:
         view = self.view(run)
         if view.run_state in ENDED:
             return self.report(run, view)
+        self.require_tools(view.plan, view.states)
         pending = [d.question for d in view.plan.decisions if d.pending]
         if pending:
             return self._pause(view, "the decision " + ", ".join(f"`{q}`" for q in pending) + " is still open")
@@ -330,6 +331,18 @@ class Runtime:
         finally:
             pool.shutdown(wait=not left_behind, cancel_futures=True)  # never wait on a timed-out call
         return self.report(run, self.view(run))
+
+    def require_tools(self, plan: Plan, states: dict[str, str]) -> None:
+        """Refuse to start (a `RunError`, nothing journaled) unless every tool that a step not yet
+        finished may call is loaded: a missing tool is the command's mistake, not the step's."""
+        missing: dict[str, list[str]] = {}
+        for step in plan.steps:
+            if step.call is not None and states.get(step.id) not in FINISHED and self.tools.get(step.call.tool) is None:
+                missing.setdefault(step.call.tool, []).append(step.id)
+        if missing:
+            named = "; ".join(f"`{tool}` (step {', '.join(f'`{s}`' for s in steps)})" for tool, steps in missing.items())
+            raise RunError(f"could not start: the tools loaded do not include {named}; pass the --tools that "
+                           "define them (nothing was run)")
 
     def _time_out(self, run: str, running: dict[Future, tuple[str, dict[str, Any], float]]) -> int:
         """Calls past their step's `time`: the step becomes `outcome_unknown` (the call may still
@@ -444,9 +457,6 @@ class Runtime:
         if missing:
             self._set(view, step_id, "waiting_for_approval", missing)
             return None
-        if self.tools.get(step.call.tool) is None:
-            self._set(view, step_id, "failed", f"no tool named `{step.call.tool}` was loaded (--tools)")
-            return "changed"
         self.fault(step_id, "before_intent")
         attempt = view.attempts.get(step_id, 0) + 1
         intent = {"tool": step.call.tool, "args": args, "idempotency_key": key, "attempt": attempt,
@@ -936,8 +946,7 @@ def _predecessors(plan: Plan, step: Step) -> dict[str, str]:
 
 def _call_tool(tools: ToolRegistry, intent: dict[str, Any]) -> Outcome:
     tool = tools.get(intent["tool"])
-    if tool is None:
-        return Outcome(False, error=f"no tool named `{intent['tool']}` was loaded")
+    assert tool is not None, "advance starts only when every tool it may call is loaded (require_tools)"
     kwargs, errors = bind(tool, intent["args"], intent["idempotency_key"])
     if errors:
         return Outcome(False, error="; ".join(errors))

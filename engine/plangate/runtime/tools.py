@@ -10,7 +10,7 @@ Signatures and type hints are read when the decorator runs, so a tool that can n
 `ToolRegistry.load(module_or_file)` imports a `.py` file (under a fresh module name, so two files
 named alike never collide) or an importable module, and registers every `Tool` among the module's
 attributes. It returns the problems as sentences (no such file, a syntax error at a line, an
-exception while importing, two tools with one name), never a traceback.
+exception while importing — `SystemExit` included —, two tools with one name), never a traceback.
 
 `bind(tool, args, idempotency_key)` checks the plan's arguments against the parameters: missing
 required ones, unknown names (unless the function takes `**kwargs`) and the type hints `str`,
@@ -18,7 +18,9 @@ required ones, unknown names (unless the function takes `**kwargs`) and the type
 `Optional[X]`, unions and `Any`; `bool` never passes for `int` or `float`, as JSON keeps them apart.
 Other hints are not checked: the arguments are JSON values, and such a hint is the tool's own
 business. `invoke(tool, kwargs)` calls the tool and turns whatever happens into an `Outcome`: an
-exception becomes a failed outcome with its message (the runtime journals it); a result that has
+exception becomes a failed outcome with its message (the runtime journals it), and so does any
+other `BaseException` (`sys.exit()` in a tool fails the attempt, never ends plangate) except
+`KeyboardInterrupt`, which still stops the process (the open intent is then an unknown outcome); a result that has
 no canonical JSON form fails too, and a successful result is the JSON value the journal will hold
 (tuples become lists, `Decimal`s strings), so a replayed run sees what the live run saw.
 `invoke_reconcile(tool, idempotency_key)` does the same for the reconcile hook.
@@ -307,7 +309,9 @@ def _preview(value: Any) -> str:
 def _call(function: Callable[..., Any], kwargs: dict[str, Any], what: str) -> Outcome:
     try:
         result = function(**kwargs)
-    except Exception as error:
+    except KeyboardInterrupt:
+        raise
+    except BaseException as error:  # SystemExit too: a tool cannot end the run, only fail its attempt
         return Outcome(False, error=_exception_text(error))
     try:
         result_text = canonical_json(result)
@@ -328,7 +332,9 @@ def _import_file(path: Path) -> types.ModuleType | str:
     sys.modules[module_name] = module  # dataclasses and pickling look the module up while it runs
     try:
         spec.loader.exec_module(module)
-    except Exception as error:
+    except KeyboardInterrupt:
+        raise
+    except BaseException as error:  # SystemExit too: a tools file cannot end plangate
         del sys.modules[module_name]
         return _loading_problem(str(path), error, path.resolve())
     return module
@@ -345,11 +351,13 @@ def _import_module(module_name: str) -> types.ModuleType | str:
                 "(give the path of a .py file, or make the module importable)"
             )
         return _loading_problem(module_name, error, None)
-    except Exception as error:
+    except KeyboardInterrupt:
+        raise
+    except BaseException as error:
         return _loading_problem(module_name, error, None)
 
 
-def _loading_problem(what: str, error: Exception, file: Path | None) -> str:
+def _loading_problem(what: str, error: BaseException, file: Path | None) -> str:
     """One sentence about an exception raised while importing tools: where, and what."""
     if isinstance(error, SyntaxError):
         return f"syntax error in {error.filename or what}, line {error.lineno}: {error.msg}"
@@ -360,6 +368,6 @@ def _loading_problem(what: str, error: Exception, file: Path | None) -> str:
     return f"loading tools from {what} failed{where}: {_exception_text(error)}"
 
 
-def _exception_text(error: Exception) -> str:
+def _exception_text(error: BaseException) -> str:
     message = str(error)
     return f"{type(error).__name__}: {message}" if message else type(error).__name__
