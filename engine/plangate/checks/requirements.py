@@ -2,8 +2,9 @@
 `rollback-missing`, `idempotency-missing`.
 
 For each step, every `require` rule of the compiled policy is decided on the step's call: a rule
-applies when its `when` must or may hold (decided with the solver where it reads values known only
-at run time; "may" counts, since the run may need it). Approvals: the required approvals are
+applies when its `when` must or may hold on the runs where the step runs (decided with the solver
+where it reads values known only at run time, together with the step's own `when`, exactly as deny
+rules are: `rules.decide_for_step`; "may" counts, since the run may need it). Approvals: the required approvals are
 merged per role (the most approvers, the shortest `within`); the plan must ask for each role with
 at least that many approvers and no longer `within` (a plan `approval` without `within` takes the
 policy's). A `check` covers a step when it depends on it directly. Each diagnostic says which rule
@@ -21,7 +22,8 @@ from plangate.diagnostics import Diagnostic, Label, diagnostic
 from plangate.ir.nodes import ApprovalSpec, Step
 from plangate.policy.compiled import CompiledRequirement, describe_approval, format_seconds
 from plangate.policy.decide import evaluator_for
-from plangate.policy.facts import plan_facts, rule_activation, symbolic
+from plangate.checks.rules import decide_for_step
+from plangate.policy.facts import plan_facts, rule_activation
 
 
 @dataclass
@@ -50,10 +52,7 @@ def applicable(ctx: PlanContext) -> dict[str, list[tuple[CompiledRequirement, st
             if requirement.when is None:
                 found.append((requirement, "must"))
                 continue
-            condition, results = symbolic(requirement.when, facts)
-            verdict = evaluator.verdict(condition, {**results, **activation}, facts.unknown_args)
-            if verdict.outcome == "runtime" and condition is not requirement.when:  # opaque arguments, then
-                verdict = evaluator.verdict(requirement.when, activation, facts.unknown_args)
+            verdict = decide_for_step(evaluator, requirement.when, facts, activation, ctx)
             if verdict.outcome != "never":
                 found.append((requirement, verdict.outcome))
         result[step_id] = found

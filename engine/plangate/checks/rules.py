@@ -47,7 +47,7 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
             step = facts.step
             if step.call is None:
                 continue
-            verdict = _decide(evaluator, rule, facts, activations[step_id], ctx)
+            verdict = decide_for_step(evaluator, rule.when, facts, activations[step_id], ctx)
             if verdict.outcome in ("runtime", "unknown"):
                 if rule.name not in reported_runtime:
                     reported_runtime.add(rule.name)
@@ -63,14 +63,16 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
                              f"step `{step.id}`")
 
 
-def _decide(evaluator: Any, rule: CompiledRule, facts: StepFacts, activation: dict[str, Any],
-            ctx: PlanContext) -> StaticVerdict:
-    """The verdict through the arguments' computations, or, when that is outside what the solver
-    reasons about, with the computed arguments as opaque values of their declared types."""
-    condition, results = symbolic(rule.when, facts)
+def decide_for_step(evaluator: Any, when: cel.Expr, facts: StepFacts, activation: dict[str, Any],
+                    ctx: PlanContext) -> StaticVerdict:
+    """Whether a rule's condition `when` never, may or must hold for a step's call on the runs where
+    the step runs (its own `when` is taken into account): through the arguments' computations, or,
+    when that is outside what the solver reasons about, with the computed arguments as opaque
+    values of their declared types. Shared by deny/warn rules and requirements."""
+    condition, results = symbolic(when, facts)
     verdict = _decide_condition(evaluator, condition, {**results, **activation}, facts, ctx)
-    if verdict.outcome == "runtime" and condition is not rule.when:
-        return _decide_condition(evaluator, rule.when, dict(activation), facts, ctx)
+    if verdict.outcome == "runtime" and condition is not when:
+        return _decide_condition(evaluator, when, dict(activation), facts, ctx)
     return verdict
 
 
