@@ -255,3 +255,23 @@ def test_constant_conditions_need_no_worker(monkeypatch):
     assert verdict("step.risk >= external_write && call.tool == \"db.drop\"").outcome == "must"
     assert verdict("x.result.ok == true || true").outcome == "must"
     assert verdict("false && x.result.s.matches(\"a\")").outcome == "never"
+
+
+# -- ill-typed constants are CEL errors, never Python exceptions --------------------------------
+
+@pytest.mark.parametrize("text", [
+    '{"a": 1}[["a"]] == 1',
+    "args[args]",
+    '{"a": 1}[{"b": 2}] == 1 || x.result.ok',
+    '[1] in {"a": 1} || x.result.ok',
+    '{[1]: 2}[1] == 2 || x.result.ok',
+    '{"k": 1, "k": 2}["k"] == 1 || x.result.ok',
+    '{1: "a"}[1.0] == "a" && x.result.ok',
+    '{true: "a"}[1] == "a" || x.result.ok',
+])
+def test_ill_typed_keys_are_errors(text):
+    result = verdict(text)
+    runtime = compile_expr(parse(text))
+    assert result.outcome in ("never", "may", "must")
+    if result.outcome == "never":
+        assert runtime(instantiate(ACTIVATION, {"x.result.ok": True})) is not True

@@ -458,7 +458,8 @@ class Encoder:
                 return self.reach(target[key])
             return Error(f"index {key!r} out of range")
         if isinstance(target, Mapping):
-            return self.reach(target[key]) if key in target else Error(f"no key {key!r}")
+            found = map_find(target, key)
+            return found if isinstance(found, Error) else self.reach(found)
         if isinstance(target, (Term, Cond)):
             raise Unsupported("an index into a computed value known only at run time")
         return Error(f"cannot index a {kind_of(target)}")
@@ -475,6 +476,10 @@ class Encoder:
                 raise Unsupported("a map key known only at run time")
             if isinstance(key, Error):
                 return key
+            if not is_map_key(key):
+                return Error(f"a map key cannot be a {kind_of(key)}")
+            if any(map_key_equal(key, other) for other in result):
+                return Error("duplicate map key")
             value = self.evaluate(value_expr)
             if isinstance(value, Error):
                 return value
@@ -643,6 +648,8 @@ class Encoder:
         if isinstance(container, SYMBOLIC):
             raise Unsupported("`in` over a list or map known only at run time")
         if isinstance(container, Mapping):
+            if not isinstance(item, SYMBOLIC) and not is_map_key(item) and kind_of(item) != "double":
+                return Error(f"a map key cannot be a {kind_of(item)}")
             candidates: list[object] = list(container.keys())
         elif isinstance(container, (list, tuple)):
             candidates = [self.reach(candidate) for candidate in container]
@@ -771,6 +778,31 @@ def _holds_symbolic(value: object) -> bool:
     if isinstance(value, Mapping):
         return any(_holds_symbolic(item) for item in value.values())
     return False
+
+
+def is_map_key(value: object) -> bool:
+    """Whether CEL takes `value` as a map key: an int, a string or a bool."""
+    return isinstance(value, (str, int))
+
+
+def map_key_equal(key: object, other: object) -> bool:
+    """Key equality without Python's `True == 1`."""
+    return isinstance(key, bool) == isinstance(other, bool) and kind_of(key) == kind_of(other) and key == other
+
+
+def map_find(mapping: Mapping, key: object) -> object:
+    """The value under `key` with CEL's key equality (a whole double finds an int key; a bool never
+    finds `1`), or an `Error`: never Python's `TypeError` for a key that cannot be hashed."""
+    if isinstance(key, float) and key.is_integer():
+        key = int(key)
+    if isinstance(key, str):
+        return mapping[key] if key in mapping else Error(f"no key {key!r}")
+    if not is_map_key(key):
+        return Error(f"a map key cannot be a {kind_of(key)}")
+    for stored, value in mapping.items():
+        if map_key_equal(key, stored):
+            return value
+    return Error(f"no key {key!r}")
 
 
 def concrete_equal(left: object, right: object) -> object:
