@@ -618,3 +618,64 @@ def test_a_tool_that_calls_sys_exit_fails_its_attempt_and_a_tools_file_that_does
     refused = plangate("resume", "r1", "--tools", str(tmp_path / "exits_at_import.py"))
     assert refused.returncode == 2
     assert "cannot load the tools: loading tools from" in refused.stderr and "SystemExit: 5" in refused.stderr
+
+
+# ------------------------------------------------------------------ rollbacks and time under the policy
+def test_rollbacks_are_decided_by_the_policy_and_count_in_the_budgets(box):
+    toolbox, runtime = box
+    policy = TEST_POLICY.replace("limit concurrency", 'deny "no-undo-b" when call.tool == "t.write" && '
+                                 'args.name == "undo-b" because "b stays"\n  limit concurrency')
+    run = runtime.start(plan_text("""
+  budget { calls <= 4 }
+  step a { call t.write(name: "a") risk reversible_write idempotency "a" rollback t.write(name: "undo-a") }
+  step b after a { call t.write(name: "b") risk reversible_write idempotency "b" rollback t.write(name: "undo-b") }
+  step c after b { call t.write(name: "c") risk reversible_write idempotency "c" rollback t.write(name: "undo-c") }
+  step n after c { call t.send(to: "ops") idempotency "n" approval by role "operator" }
+"""), "t.plan", [("t.policy", policy)])
+    assert runtime.advance(run).steps["n"]["state"] == "waiting_for_approval"
+    report = runtime.abort(run, rollback=True)
+    states = {step: (info["state"], info["reason"]) for step, info in report.steps.items()}
+    assert states["c"] == ("compensated", "rolled back by `t.write`")  # the 4th call: within the budget
+    assert states["b"] == ("succeeded", "its rollback by `t.write` was not made: denied by `no-undo-b`: b stays; "
+                                        "the effect stands")
+    assert states["a"] == ("succeeded", "its rollback by `t.write` was not made: one more call would make 5, "
+                                        "over the plan's budget of 4 calls; the effect stands")
+    assert [call[1] for call in toolbox.calls] == ["a", "b", "c", "undo-c"]
+    [decision] = [r for r in kinds(runtime, run, "decision")]
+    assert decision.step == "b" and decision.body["rollback"] is True and decision.body["denied_by"] == ["no-undo-b"]
+
+
+def test_abort_with_rollback_refuses_without_the_rollback_tools(tmp_path, demo):
+    plan = tmp_path / "notes.plan"
+    plan.write_text(NOTES_PLAN)
+    plangate = cli_in(tmp_path, demo)
+    run = run_id(plangate("run", str(plan), "--policy", "policies/baseline.policy", "--tools", str(DEMO_TOOLS)).stdout)
+    refused = plangate("abort", run, "--rollback")
+    assert refused.returncode == 2
+    assert "could not roll back: the tools loaded do not include `notes.delete`" in refused.stderr
+    assert json.loads(plangate("status", run, "--format", "json").stdout)["state"] == "paused"  # nothing was done
+
+
+@pytest.mark.parametrize("budget, policy_limit, who", [
+    ("budget { time <= 10m }", "", "the plan's budget of 600s"),
+    ("", "limit time <= 10m", "the policy's limit of 600s"),
+])
+def test_the_time_budget_stops_a_call_whose_time_bound_would_break_it(tmp_path, monkeypatch, budget, policy_limit,
+                                                                      who):
+    monkeypatch.delenv("PLANGATE_FAULT", raising=False)
+    now = [1_000_000.0]
+    toolbox = Toolbox()
+    with runtime_at(tmp_path / "journal.db", toolbox.registry(), clock=lambda: now[0]) as runtime:
+        run = runtime.start(plan_text(f"""
+  {budget}
+  step a {{ call t.read(key: "a") time 1m }}
+  step b after a {{ call t.send(to: "ops") time 5m idempotency "b" approval by role "operator" }}
+"""), "t.plan", [("t.policy", TEST_POLICY.replace("limit concurrency", policy_limit + "\n  limit concurrency"))])
+        assert runtime.advance(run).steps["b"]["state"] == "waiting_for_approval"
+        now[0] += 6 * 60 + 0.04  # 6 minutes in: b's 5 minutes would end past the 10
+        runtime.approve(run, "b", "alice", "operator")
+        report = runtime.advance(run)
+    assert report.steps["b"]["state"] == "blocked"
+    assert report.steps["b"]["reason"] == (f"the call may take 300s: after 360.1s so far the run could take 660.1s, "
+                                           f"over {who}")
+    assert [call[0] for call in toolbox.calls] == ["t.read"]

@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import math
 import os
 import signal
 import time
@@ -136,6 +137,11 @@ class RunReport:
 
 def new_run_id() -> str:
     return "run-" + uuid.uuid4().hex[:12]
+
+
+def _seconds(value: float) -> str:
+    """A duration for a message, rounded up to a tenth of a second (so 5.04 s over 5 s reads 5.1s)."""
+    return f"{math.ceil(value * 10) / 10:g}s"
 
 
 def _now_iso(seconds: float) -> str:
@@ -432,28 +438,12 @@ class Runtime:
         if isinstance(key, CelError):
             self._set(view, step_id, "failed", f"idempotency key: {key.message}")
             return "changed"
-        entry = view.policy.match(step.call.tool)
-        if entry is None and view.policy.unknown_tools == "deny":
-            self._set(view, step_id, "blocked", f"`{step.call.tool}` is not in the policy's catalogue")
+        refusal, requirements = self._policy_verdict(view, step, args)
+        refusal = refusal or self._budget_problem(view, step)
+        if refusal:
+            self._set(view, step_id, "blocked", refusal)
             return "changed"
-        facts = StepFacts(step=step, entry=entry, declared_risk=step.risk.level if step.risk else None,
-                          effective_risk=effective_risk(step, entry), args=args)
-        decision = evaluator_for(view.policy).decide_call(rule_activation(facts, plan))
-        if decision.denied_by or decision.warned_by or decision.errors:
-            self.journal.append(view.run, "decision", {
-                "step": step_id, "tool": step.call.tool, "args_hash": content_hash(args),
-                "denied_by": [rule.name for rule in decision.denied_by],
-                "warned_by": [rule.name for rule in decision.warned_by],
-                "errors": [{"rule": name, "error": message} for name, message in decision.errors]})
-        if decision.denied_by:
-            rule = decision.denied_by[0]
-            self._set(view, step_id, "blocked", f"denied by `{rule.name}`" + (f": {rule.because}" if rule.because else ""))
-            return "changed"
-        budget_problem = self._budget_problem(view, step)
-        if budget_problem:
-            self._set(view, step_id, "blocked", budget_problem)
-            return "changed"
-        missing = self._missing_approvals(view, step, args, decision.requirements)
+        missing = self._missing_approvals(view, step, args, requirements)
         if missing:
             self._set(view, step_id, "waiting_for_approval", missing)
             return None
@@ -463,6 +453,28 @@ class Runtime:
                   "args_hash": content_hash(args), "plan_hash": view.plan_hash}
         _fold(view, self.journal.append(view.run, "intent", intent, step=step_id))  # later steps of this pass count it
         return intent
+
+    def _policy_verdict(self, view: RunView, step: Step, args: dict[str, Any],
+                        rollback: bool = False) -> tuple[str | None, list]:
+        """Why the compiled policy refuses this concrete call (None when it does not), and the
+        requirements it makes of it. A deny, warn or rule error is journaled as a `decision`."""
+        assert step.call is not None
+        entry = view.policy.match(step.call.tool)
+        if entry is None and view.policy.unknown_tools == "deny":
+            return f"`{step.call.tool}` is not in the policy's catalogue", []
+        facts = StepFacts(step=step, entry=entry, declared_risk=step.risk.level if step.risk else None,
+                          effective_risk=effective_risk(step, entry), args=args)
+        decision = evaluator_for(view.policy).decide_call(rule_activation(facts, view.plan))
+        if decision.denied_by or decision.warned_by or decision.errors:
+            self.journal.append(view.run, "decision", {
+                "step": step.id, "tool": step.call.tool, "args_hash": content_hash(args), "rollback": rollback,
+                "denied_by": [rule.name for rule in decision.denied_by],
+                "warned_by": [rule.name for rule in decision.warned_by],
+                "errors": [{"rule": name, "error": message} for name, message in decision.errors]}, step=step.id)
+        if decision.denied_by:
+            rule = decision.denied_by[0]
+            return f"denied by `{rule.name}`" + (f": {rule.because}" if rule.because else ""), decision.requirements
+        return None, decision.requirements
 
     def _idempotency_key(self, view: RunView, step: Step, scope: dict[str, Any],
                          args: dict[str, Any]) -> str | CelError:
@@ -477,8 +489,11 @@ class Runtime:
         return f"{view.run}:{step.id}:{digest}"
 
     def _budget_problem(self, view: RunView, step: Step) -> str | None:
+        """Why one more call of `step` would break the plan's budget or a policy limit: one more
+        call, its declared cost, or the time it may take (its bound) on top of the time elapsed."""
         budget = view.plan.budget
         cost = _declared_cost(view.policy, step)
+        bound = _time_bound(view.policy, step)
         bounds = []
         if budget is not None:
             bounds.append(("the plan's budget", budget.calls, float(budget.cost.amount) if budget.cost else None,
@@ -494,8 +509,11 @@ class Runtime:
                 return f"one more call would make {view.calls + 1}, over {who} of {calls} calls"
             if money is not None and view.cost + cost > money + 1e-9:
                 return f"one more call would bring the cost to {view.cost + cost:g}, over {who} of {money:g}"
-            if seconds is not None and elapsed > seconds:
-                return f"the run has taken {elapsed:.0f}s, over {who} of {seconds}s"
+            if seconds is not None and elapsed + bound > seconds:
+                if not bound:
+                    return f"the run has taken {_seconds(elapsed)}, over {who} of {seconds}s"
+                return (f"the call may take {bound}s: after {_seconds(elapsed)} so far the run could take "
+                        f"{_seconds(elapsed + bound)}, over {who} of {seconds}s")
         return None
 
     def required_approvals(self, view: RunView, step: Step, requirements: list) -> dict[str, tuple[int, int | None]]:
@@ -670,49 +688,60 @@ class Runtime:
 
     def _abort(self, run: str, rollback: bool) -> RunReport:
         view = self.view(run)
+        undo = [step for step in (_step(view.plan, step_id) for step_id in reversed(_order(view.plan)))
+                if rollback and step is not None and step.rollback is not None and view.states.get(step.id) == "succeeded"
+                and effective_risk(step, view.policy.match(step.call.tool)) == Risk.reversible_write]
+        missing = sorted({step.rollback.tool for step in undo if self.tools.get(step.rollback.tool) is None})
+        if missing:
+            raise RunError("could not roll back: the tools loaded do not include "
+                           + ", ".join(f"`{tool}`" for tool in missing)
+                           + "; pass the --tools that define them (nothing was done)")
         for step_id in _order(view.plan):
             if view.states.get(step_id) not in FINISHED | {"outcome_unknown"}:
                 self._set(view, step_id, "cancelled", "the run was aborted")
-        if rollback:
-            for step_id in reversed(_order(view.plan)):
-                step = _step(view.plan, step_id)
-                if step is None or step.rollback is None or view.states.get(step_id) != "succeeded":
-                    continue
-                if effective_risk(step, view.policy.match(step.call.tool)) != Risk.reversible_write:
-                    continue
-                self._rollback(view, step)
+        for step in undo:
+            self._rollback(self.view(run), step)  # a fresh view: the budgets count the rollbacks made so far
         self.journal.append(run, "run_state", {"state": "aborted", "reason": "aborted by an operator"})
         return self.report(run, self.view(run))
 
     def _rollback(self, view: RunView, step: Step) -> None:
+        """Call the rollback of a succeeded step, as a call like any other: the policy is asked
+        about its concrete call (a deny refuses it) and the budgets must allow it. A rollback not
+        made, or failed, leaves the step `succeeded`, with the reason."""
         assert step.rollback is not None
+        tool_name = step.rollback.tool
         scope: dict[str, Any] = {name: {"result": view.results.get(name)} for name in _predecessors(view.plan, step)}
         scope["result"] = view.results.get(step.id)
         args = {}
         for argument in step.rollback.args:
             value = compile_expr(argument.value)(scope)
             if isinstance(value, CelError):
-                self.journal.append(view.run, "attempt_failed", {"error": f"rollback argument `{argument.name}`: {value.message}"}, step=step.id)
+                self._set(view, step.id, "succeeded", f"its rollback by `{tool_name}` was not made: argument "
+                                                      f"`{argument.name}`: {value.message}; the effect stands")
                 return
             args[argument.name] = _plain(value)
-        tool = self.tools.get(step.rollback.tool)
-        if tool is None:
-            self.journal.append(view.run, "attempt_failed", {"error": f"no rollback tool `{step.rollback.tool}` loaded"}, step=step.id)
+        undo = _as_rollback(step)
+        refusal, _ = self._policy_verdict(view, undo, args, rollback=True)
+        refusal = refusal or self._budget_problem(view, undo)
+        if refusal:
+            self._set(view, step.id, "succeeded", f"its rollback by `{tool_name}` was not made: {refusal}; "
+                                                  "the effect stands")
             return
+        tool = self.tools.get(tool_name)
+        assert tool is not None, "abort checks the rollback tools first"
         key = f"{view.run}:{step.id}:rollback"
-        self.journal.append(view.run, "intent", {"tool": step.rollback.tool, "args": args, "idempotency_key": key,
+        self.journal.append(view.run, "intent", {"tool": tool_name, "args": args, "idempotency_key": key,
                                                  "attempt": view.attempts.get(step.id, 0) + 1, "rollback": True}, step=step.id)
         kwargs, errors = bind(tool, args, key)
         outcome = Outcome(False, error="; ".join(errors)) if errors else invoke(tool, kwargs)
         if outcome.ok:
             self.journal.append(view.run, "result", {"result": outcome.result, "external_ref": _external_ref(outcome.result),
                                                      "rollback": True}, step=step.id)
-            self._set(view, step.id, "compensated", f"rolled back by `{step.rollback.tool}`")
+            self._set(view, step.id, "compensated", f"rolled back by `{tool_name}`")
         else:
             error = outcome.error or "rollback failed"
             self.journal.append(view.run, "attempt_failed", {"error": error}, step=step.id)
-            self._set(view, step.id, "succeeded", f"its rollback by `{step.rollback.tool}` failed ({error}): "
-                                                  "the effect stands")
+            self._set(view, step.id, "succeeded", f"its rollback by `{tool_name}` failed ({error}): the effect stands")
 
     # ------------------------------------------------------------------ reporting
     def report(self, run: str, view: RunView, reason: str | None = None, record: bool = True) -> RunReport:
@@ -746,8 +775,28 @@ def _declared_cost(policy: CompiledPolicy, step: Step) -> float:
     """What one attempt of `step` may cost: its declared high end, else its tool's cap, else 0."""
     if step.cost is not None:
         return float(step.cost.high.amount)
-    entry = policy.match(step.call.tool) if step.call is not None else None
+    return _tool_cost(policy, step.call.tool) if step.call is not None else 0.0
+
+
+def _tool_cost(policy: CompiledPolicy, tool: str) -> float:
+    entry = policy.match(tool)
     return float(entry.cost_cap) if entry is not None and entry.cost_cap is not None else 0.0
+
+
+def _time_bound(policy: CompiledPolicy, step: Step) -> int:
+    """How long one attempt of `step` may take: its `time`, else its tool's time cap, else 0."""
+    if step.time is not None:
+        return step.time.seconds
+    entry = policy.match(step.call.tool) if step.call is not None else None
+    return entry.time_cap if entry is not None and entry.time_cap is not None else 0
+
+
+def _as_rollback(step: Step) -> Step:
+    """The step as its rollback call: what the policy and the budgets see of that call (the
+    rollback tool's catalogue risk, cost and time; none of the step's own clauses)."""
+    return step.model_copy(update={"call": step.rollback, "risk": None, "cost": None, "time": None, "retry": 0,
+                                   "expects": (), "idempotency": None, "rollback": None, "approvals": (),
+                                   "when": None})
 
 
 def _copy_view(view: RunView) -> RunView:
@@ -803,7 +852,9 @@ def _fold(view: RunView, record: Record) -> None:
         view.states[step] = "running"
         view.calls += 1
         planned = _step(view.plan, step)
-        if planned is not None and not body.get("rollback"):
+        if body.get("rollback"):
+            view.cost += _tool_cost(view.policy, body["tool"])
+        elif planned is not None:
             view.cost += _declared_cost(view.policy, planned)
     elif kind == "result":
         view.open_intents.pop(step, None)
