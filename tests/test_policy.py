@@ -224,8 +224,9 @@ def diff(tmp_path: Path, capsys, new_text: str, old_text: str = BASE) -> tuple[i
     report = json.loads(out)
     assert report["old"] == str(old) and report["new"] == str(new)
     for change in report["changes"]:
-        assert set(change) == {"kind", "subject", "text"}
-        assert change["kind"] in ("loosened", "tightened", "changed")
+        assert set(change) == {"kind", "subject", "text", "witness"}
+        assert change["kind"] in ("loosened", "tightened", "changed", "rewritten")
+    assert report["same_meaning"] == (code == 0)
     return code, report["changes"]
 
 
@@ -266,7 +267,7 @@ def test_raising_a_refund_cap_is_loosened_with_a_witness(tmp_path, capsys):
     assert code == 1
     loosened = [c for c in changes if c["kind"] == "loosened"]
     assert loosened, changes
-    (rules,) = [c for c in loosened if c["subject"] == "deny rules"]
+    (rules,) = [c for c in loosened if c["subject"] == "allowed calls"]
     witness = re.search(r"`args\.amount` = (-?[0-9.]+)", rules["text"])
     assert witness, rules["text"]
     assert 500.0 < float(witness.group(1)) <= 800.0  # OLD denies it, NEW allows it
@@ -278,7 +279,7 @@ def test_lowering_a_refund_cap_is_tightened(tmp_path, capsys):
     new = changed(BASE, "args.amount > 500.0", "args.amount > 100.0")
     code, changes = diff(tmp_path, capsys, new)
     assert code == 1
-    (rules,) = [c for c in changes if c["subject"] == "deny rules"]
+    (rules,) = [c for c in changes if c["subject"] == "allowed calls"]
     assert rules["kind"] == "tightened"
     witness = re.search(r"`args\.amount` = (-?[0-9.]+)", rules["text"])
     assert witness and 100.0 < float(witness.group(1)) <= 500.0, rules["text"]
@@ -287,18 +288,22 @@ def test_lowering_a_refund_cap_is_tightened(tmp_path, capsys):
 def test_lowering_a_limit_is_tightened(tmp_path, capsys):
     code, changes = diff(tmp_path, capsys, changed(BASE, "limit retries <= 3", "limit retries <= 1"))
     assert code == 1
-    assert changes == [{"kind": "tightened", "subject": "limit retries", "text": "`limit retries` 3 → 1"}]
+    assert changes == [{"kind": "tightened", "subject": "limit retries", "text": "`limit retries` 3 → 1", "witness": None}]
     code, changes = diff(tmp_path, capsys, changed(BASE, "limit cost    <= 100 usd", "limit cost    <= 250 usd"))
     assert code == 1
     assert [(c["kind"], c["subject"]) for c in changes] == [("loosened", "limit cost")]
 
 
 def test_unknown_tools_warn_is_loosened(tmp_path, capsys):
+    # A witness names a tool that no pattern of either catalogue takes.
     code, changes = diff(tmp_path, capsys, changed(BASE, "unknown_tools deny", "unknown_tools warn"))
     assert code == 1
-    assert [(c["kind"], c["subject"]) for c in changes] == [("loosened", "unknown_tools")]
+    assert [(c["kind"], c["subject"]) for c in changes] == [("loosened", "allowed calls"), ("loosened", "unknown_tools")]
+    tool = changes[0]["witness"]["tool"]
+    assert tool not in ("payments.refund", "dns.route", "http.get") and not tool.startswith("deploy.")
+    assert f"`{tool}` is not in its catalogue" in changes[0]["text"]
     code, changes = diff(tmp_path, capsys, BASE, old_text=changed(BASE, "unknown_tools deny", "unknown_tools warn"))
-    assert [(c["kind"], c["subject"]) for c in changes] == [("tightened", "unknown_tools")]
+    assert [(c["kind"], c["subject"]) for c in changes] == [("tightened", "allowed calls"), ("tightened", "unknown_tools")]
 
 
 def test_dropping_the_external_write_approval_is_loosened(tmp_path, capsys):
@@ -307,15 +312,19 @@ def test_dropping_the_external_write_approval_is_loosened(tmp_path, capsys):
                   'when step.risk == irreversible   by role "operator"')
     code, changes = diff(tmp_path, capsys, new)
     assert code == 1
-    assert [(c["kind"], c["subject"]) for c in changes] == [("loosened", "external_write steps")]
-    assert 'role "operator"' in changes[0]["text"]
+    assert [(c["kind"], c["subject"]) for c in changes] == [("loosened", 'approval by role "operator"')]
+    witness = changes[0]["witness"]
+    assert witness["risk"] == {"old": "external_write", "new": "external_write"}, witness
+    assert witness["old"]["approvals"] == {"operator": {"count": 1, "within": 3600}}
+    assert witness["new"]["approvals"] == {}
+    assert "(OLD: 1 approver within 1h; NEW: none)" in changes[0]["text"]
 
-    # Removed outright: both classes that needed it are loosened, nothing else moves.
+    # Removed outright: loosened for every tool (an irreversible refund too), nothing else moves.
     new = "".join(line for line in BASE.splitlines(keepends=True) if 'role "operator"' not in line)
     code, changes = diff(tmp_path, capsys, new)
     assert code == 1
-    assert sorted((c["kind"], c["subject"]) for c in changes) == [
-        ("loosened", "external_write steps"), ("loosened", "irreversible steps")]
+    assert [(c["kind"], c["subject"]) for c in changes] == [("loosened", 'approval by role "operator"')]
+    assert sorted(changes[0]["witness"]["tools"]) == ["deploy.*", "dns.route", "http.get", "payments.refund"]
 
 
 def test_a_broken_policy_exits_2(tmp_path, capsys):

@@ -1,80 +1,925 @@
 """`plangate policy diff OLD NEW`: what NEW allows that OLD denied, and back.
 
-A semantic diff of two compiled policies, in three kinds of change:
-- loosened: NEW allows something OLD did not (a tool added to a `deny`-unknown catalogue, a lower
-  risk class, a deny rule that fires less, a requirement dropped, a limit raised…);
-- tightened: the reverse;
-- changed: a difference that is neither (an argument schema rewritten, a warn rule edited).
+A semantic diff of two compiled policies. The subject of every comparison is one *call*: a tool
+name, its arguments, and the step and plan around it (the declared risk, retry, cost, time, kind;
+the plan's id, version and budget). What a policy decides on a call is what `plangate check` and
+the runtime decide:
 
-Deny rules are compared by meaning, not text: with every value of the call unknown (tool,
-arguments, step figures), the solver looks for a call that the union of OLD's deny rules denies
-and NEW's allows, and the reverse, and shows it as a witness. Requirements are compared per risk
-class: the approvals, checks, rollbacks and idempotency keys a step of that class needs under each
-policy (a requirement whose condition reads more than the risk counts if it may apply).
+- allowed: the tool has a catalogue entry (the most specific match) or `unknown_tools` is `warn`;
+  where the entry declares `args`, every argument is declared, every required one is given and
+  each value has its type (an int passes for a double); and no deny rule fires (a rule whose
+  condition errors does not fire);
+- `step.risk` is the effective risk: the higher of the declared risk and the entry's, or
+  `irreversible` when neither says (so one call may have a different `step.risk` under OLD and
+  under NEW, when their catalogues rate its tool differently);
+- requirements: every `require` whose condition fires applies; approvals merge per role (the most
+  approvers, the shortest `within`); a `check` step needs approvals only;
+- warnings: the warn rules that fire.
+
+Algorithm. The tool names are split into *classes* on which both catalogues are constant: each
+exact name either catalogue gives; for each prefix pattern `a.b.*`, the well-formed dotted names
+under it that no exact name or longer prefix of either catalogue takes; and every other
+well-formed name. For each class one encoder (`plangate.smt.encode`) encodes both policies'
+conditions over shared unknowns — the tool (a constant for an exact name, else a string the class
+constrains), `args` (a map whose fields are typed by the entry's schema), the step and plan fields,
+and the declared risk, from which each side's `step.risk` is derived. Then one solver request per
+class asks, for each comparison and direction, for a call on which the two sides differ:
+
+    allow        allowed(NEW) ∧ ¬allowed(OLD)               loosened (and the reverse: tightened)
+    require K    allowed by both ∧ K(OLD) ∧ ¬K(NEW)         loosened (reverse: tightened)
+    approval R   allowed by both ∧ NEW asks fewer approvers of role R or a longer `within`
+    warn W       allowed by both ∧ W fires on one side only  changed
+
+A model is decoded into a concrete call (fields no condition reads get a value of their declared
+type) and *replayed*: decided on concrete values by each policy's own evaluator
+(`policy.decide.Evaluator`) and catalogue, exactly as `plangate check` decides a constant call.
+Witnesses with the same explanation are grouped into one change that lists the other tools.
+
+Invariants:
+- Every reported witness is a call one side really allows (or requires, or warns on) and the other
+  does not: the replay confirms it, or the change says it could not be confirmed (and counts).
+- The tool of a witness exists per a catalogue: an exact name or an instance of a pattern that
+  decides it, never a name both policies deny as unknown.
+- Nothing undecided is a pass: a solver timeout ("unknown") or a condition outside the solver's
+  subset is a `changed` entry naming the comparison and the reason, and counts as a difference.
+- The policies have the *same meaning* exactly when every comparison is decided without a witness
+  and the catalogues' risks, caps and the limits agree. Textual edits that change nothing (a deny
+  rule rewritten, a rule removed that only denied what is denied anyway) are listed with kind
+  `rewritten` and never count: `--exit-code` then exits 0.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from dataclasses import asdict, dataclass
-from functools import reduce
-from typing import Any
+from dataclasses import asdict, dataclass, field
+from fractions import Fraction
+from typing import Any, Callable
 
 from plangate.cel import ast as cel
-from plangate.ir.nodes import Risk
-from plangate.policy.compiled import CompiledPolicy, format_seconds
+from plangate.ir.nodes import ArgSpec, Risk
+from plangate.policy.compiled import CatalogueEntry, CompiledPolicy, CompiledRequirement, format_seconds
+
+SIDES = ("old", "new")
+NAMES = {"old": "OLD", "new": "NEW"}
+KINDS = ("check", "rollback", "idempotency")  # requirement kinds other than approval
+COUNTED = ("loosened", "tightened", "changed")  # `rewritten` is informational
+FOREVER = 10 ** 12  # `within` of an approval that is not required, or required without a bound
+# The type of an argument value no condition reads, as a tag the solver chooses.
+TAGS = {"string": 0, "int": 1, "double": 2, "bool": 3, "list": 4, "map": 5, "null": 6, "bytes": 7}
+TAG_VALUES: dict[int, Any] = {0: "", 1: 0, 2: 0.0, 3: False, 4: [], 5: {}, 6: None, 7: b""}
+ACCEPTS = {"string": (0,), "int": (1,), "uint": (1,), "double": (1, 2), "bool": (3,), "list": (4,),
+           "map": (5,), "null": (6,), "bytes": (7,)}  # dyn, duration, timestamp: anything
+DURATIONS = ("step.time", "plan.budget.time")  # seconds in the solver, durations in CEL
+SORTS = {"string": "String", "int": "Int", "uint": "Int", "double": "Real", "bool": "Bool"}
+_ID = ('(re.++ (re.union (re.range "A" "Z") (re.range "a" "z") (str.to_re "_")) '
+       '(re.* (re.union (re.range "A" "Z") (re.range "a" "z") (re.range "0" "9") (str.to_re "_"))))')
+DOTTED = f'(re.++ {_ID} (re.* (re.++ (str.to_re ".") {_ID})))'  # a well-formed tool name
 
 
 @dataclass
 class Change:
-    kind: str  # loosened | tightened | changed
+    kind: str  # loosened | tightened | changed | rewritten
     subject: str
     text: str
+    witness: dict[str, Any] | None = None
+
+    @property
+    def counts(self) -> bool:
+        return self.kind in COUNTED
 
 
 def diff_policies(old: CompiledPolicy, new: CompiledPolicy, time_bound: float = 2.0) -> list[Change]:
+    policies = {"old": old, "new": new}
+    results = _compare(policies, time_bound)
     changes: list[Change] = []
-    _unknown_tools(old, new, changes)
-    _catalogue(old, new, changes)
-    _deny_rules(old, new, changes, time_bound)
-    _warn_rules(old, new, changes)
-    _requirements(old, new, changes, time_bound)
+    allow_differs = _allow_changes(results, changes)
+    _catalogue(old, new, changes, allow_differs)
+    _unknown_tools(old, new, changes, allow_differs)
+    _requirement_changes(policies, results, changes)
+    _warn_changes(policies, results, changes)
     _limits(old, new, changes)
+    _deny_rules(old, new, changes, allow_differs)
     return changes
 
 
-def _unknown_tools(old: CompiledPolicy, new: CompiledPolicy, changes: list[Change]) -> None:
+# ------------------------------------------------------------------------------------ tool classes
+
+@dataclass(frozen=True)
+class ToolClass:
+    label: str  # the tool, the pattern, or "any other tool"
+    exact: str | None = None
+    prefix: str | None = None  # "a.b." for the instances of `a.b.*`
+    excluded: tuple[str, ...] = ()  # exact names the class leaves out
+    excluded_prefixes: tuple[str, ...] = ()  # longer prefixes the class leaves out
+
+    def constraint(self, tool: str) -> str:
+        from plangate.smt.encode import conj, string_text
+
+        parts = [f"(str.in_re {tool} {DOTTED})"]
+        if self.prefix is not None:
+            parts.append(f"(str.prefixof {string_text(self.prefix)} {tool})")
+        parts += [f"(not (= {tool} {string_text(name)}))" for name in self.excluded]
+        parts += [f"(not (str.prefixof {string_text(prefix)} {tool}))" for prefix in self.excluded_prefixes]
+        return conj(*parts)
+
+    def entry(self, policy: CompiledPolicy) -> CatalogueEntry | None:
+        if self.exact is not None:
+            return policy.match(self.exact)
+        best: CatalogueEntry | None = None
+        for entry in policy.catalogue:
+            fits = entry.pattern == "*" or (self.prefix is not None and entry.pattern.endswith(".*")
+                                            and self.prefix.startswith(entry.pattern[:-1]))
+            if fits and (best is None or entry.specificity() > best.specificity()):
+                best = entry
+        return best
+
+
+def tool_classes(old: CompiledPolicy, new: CompiledPolicy) -> list[ToolClass]:
+    patterns = {entry.pattern for policy in (old, new) for entry in policy.catalogue}
+    exact = sorted(p for p in patterns if not p.endswith("*"))
+    prefixes = sorted(p[:-1] for p in patterns if p.endswith(".*"))
+    classes = [ToolClass(name, exact=name) for name in exact]
+    for prefix in prefixes:
+        classes.append(ToolClass(prefix + "*", prefix=prefix,
+                                 excluded=tuple(n for n in exact if n.startswith(prefix)),
+                                 excluded_prefixes=tuple(q for q in prefixes if q != prefix and q.startswith(prefix))))
+    classes.append(ToolClass("any other tool", excluded=tuple(exact), excluded_prefixes=tuple(prefixes)))
+    return classes
+
+
+# ------------------------------------------------------------------------------------- the model
+
+@dataclass
+class _Side:
+    policy: CompiledPolicy
+    entry: CatalogueEntry | None
+    activation: dict[str, Any] = field(default_factory=dict)
+    deny: str | None = "false"  # None: a deny rule is outside the solver's subset (see `problems`)
+    warn: dict[str, str | None] = field(default_factory=dict)
+    needs: dict[str, str | None] = field(default_factory=dict)  # kind → when it applies
+    approvals: dict[str, list[tuple[str, int, int]]] = field(default_factory=dict)  # role → (fires, count, within)
+    approval_problem: str | None = None
+    conform: str = "true"
+    problems: dict[str, str] = field(default_factory=dict)  # what could not be encoded → why
+
+    @property
+    def admitted(self) -> bool:
+        return self.entry is not None or self.policy.unknown_tools == "warn"
+
+    @property
+    def schema(self) -> dict[str, ArgSpec] | None:
+        if self.entry is None or self.entry.args is None:
+            return None
+        return {spec.name: spec for spec in self.entry.args}
+
+    def allowed(self) -> str | None:
+        from plangate.smt.encode import conj, neg
+
+        if not self.admitted:
+            return "false"
+        if self.deny is None:
+            return None
+        return conj(self.conform, neg(self.deny))
+
+
+class _Model:
+    """Both policies' conditions on the calls of one tool class, over shared unknowns."""
+
+    def __init__(self, policies: dict[str, CompiledPolicy], tool_class: ToolClass) -> None:
+        from plangate.smt.decide import Unknown
+        from plangate.smt.encode import Encoder, Unsupported
+
+        self.tool_class = tool_class
+        self.sides = {side: _Side(policies[side], tool_class.entry(policies[side])) for side in SIDES}
+        self.encoder = Encoder({})
+        self.tags: dict[str, str] = {}  # argument path → its type tag constant
+        self.facts: list[str] = []
+        self.failure: str | None = None
+        tool: Any = tool_class.exact if tool_class.exact is not None else Unknown("call.tool", "string")
+        risks = {side: self.sides[side].entry.risk if self.sides[side].entry is not None else None for side in SIDES}
+        for side in SIDES:
+            risk_path = "step.risk" if risks["old"] == risks["new"] else f"step.risk.{side}"
+            activation: dict[str, Any] = {risk.name: int(risk) for risk in Risk}
+            activation["step"] = {"id": Unknown("step.id", "string"), "kind": Unknown("step.kind", "string"),
+                                  "tool": tool, "risk": Unknown(risk_path, "int"),
+                                  "retry": Unknown("step.retry", "int"), "cost": Unknown("step.cost", "double"),
+                                  "time": Unknown("step.time", "double"),
+                                  "conditional": Unknown("step.conditional", "bool")}
+            args = Unknown("args", "dyn")
+            activation["call"] = {"tool": tool, "args": args}
+            activation["args"] = args
+            activation["plan"] = {"id": Unknown("plan.id", "string"), "version": Unknown("plan.version", "int"),
+                                  "budget": Unknown("plan.budget", "dyn")}
+            self.sides[side].activation = activation
+        try:
+            self._encode(risks)
+        except Unsupported as error:
+            self.failure = error.reason
+        except RecursionError:
+            self.failure = "a condition is nested too deeply to reason about"
+
+    # -- encoding -------------------------------------------------------------------------------
+
+    def _encode(self, risks: dict[str, Risk | None]) -> None:
+        from plangate.smt.decide import Unknown
+        from plangate.smt.encode import Unsupported, disj
+
+        encoder = self.encoder
+        encoder.activation = self.sides["old"].activation
+        if self.tool_class.exact is None:
+            self.tool = encoder.term(encoder.reach(Unknown("call.tool", "string"))).text
+        self.args = encoder.reach(Unknown("args", "dyn"))
+        encoder.bind_map(self.args)
+        # The arguments' own fields first, typed by a schema (the NEW side's where both declare a
+        # type that the other's values could not have: a witness then needs that argument absent).
+        schemas = [self.sides[side].schema for side in ("new", "old")]
+        typed: dict[str, str] = {}
+        for schema in schemas:
+            for name, spec in (schema or {}).items():
+                typed.setdefault(name, spec.type)
+        for name, kind in typed.items():
+            sort = SORTS.get(kind)
+            if sort is not None:
+                encoder.variable(f"args.{name}", sort, self.args)
+            else:
+                encoder.child(self.args, name)
+        if any(schema is None for schema in schemas) and any(schema is not None for schema in schemas):
+            extra = next(f"extra{i or ''}" for i in range(len(typed) + 1) if f"extra{i or ''}" not in typed)
+            encoder.child(self.args, extra)  # an argument one side's schema does not declare
+        for side in SIDES:
+            state = self.sides[side]
+            encoder.activation = state.activation
+            policy = state.policy
+
+            def fires(expr: cel.Expr | None, what: str) -> str | None:
+                if expr is None:
+                    return "true"
+                try:
+                    return encoder.fires(expr)
+                except Unsupported as error:
+                    state.problems[what] = error.reason
+                    return None
+                except RecursionError:
+                    state.problems[what] = "the condition is nested too deeply to reason about"
+                    return None
+
+            denies = [fires(rule.when, f"deny `{rule.name}`") for rule in policy.rules if rule.effect == "deny"]
+            state.deny = None if None in denies else disj(*denies)  # type: ignore[arg-type]
+            for rule in policy.rules:
+                if rule.effect == "warn":
+                    found = fires(rule.when, f"warn `{rule.name}`")
+                    previous = state.warn.get(rule.name, "false")
+                    state.warn[rule.name] = None if found is None or previous is None else disj(previous, found)
+            for kind in KINDS:
+                conditions = [fires(r.when, f"require {kind}") for r in policy.requirements if r.kind == kind]
+                state.needs[kind] = None if None in conditions else disj(*conditions)  # type: ignore[arg-type]
+            for requirement in policy.requirements:
+                if requirement.kind != "approval" or requirement.approval is None:
+                    continue
+                spec = requirement.approval
+                found = fires(requirement.when, f'approval by role "{spec.role}"')
+                if found is None:
+                    state.approval_problem = state.problems[f'approval by role "{spec.role}"']
+                    continue
+                within = spec.within.seconds if spec.within is not None else FOREVER
+                state.approvals.setdefault(spec.role, []).append((found, spec.count, within))
+        for side in SIDES:
+            self.sides[side].conform = self._conform(self.sides[side])
+        self._background(risks)
+
+    def _conform(self, side: _Side) -> str:
+        """When the call's arguments fit the side's schema (true without one)."""
+        from plangate.smt.encode import conj
+
+        schema = side.schema
+        if schema is None:
+            return "true"
+        parts: list[str] = []
+        for variable in self._arguments():
+            name = variable.path[len("args."):]
+            spec = schema.get(name)
+            if spec is None:
+                parts.append(f"(not {variable.presence})")
+                continue
+            if not spec.optional:
+                parts.append(variable.presence)
+            fits = self._fits(variable, spec.type)
+            if fits != "true":
+                parts.append(f"(=> {variable.presence} {fits})")
+        return conj(*parts)
+
+    def _arguments(self) -> list[Any]:
+        return [v for v in self.encoder.variables.values() if v.parent is self.args]
+
+    def _fits(self, variable: Any, kind: str) -> str:
+        """When the value of `variable` (present) has the declared type `kind`."""
+        from plangate.smt.encode import disj
+
+        if kind not in ACCEPTS:
+            return "true"  # dyn, duration, timestamp: any value (as `plangate check` has it)
+        root = variable.sort.find()
+        if root.sort == "Map":
+            return "true" if kind == "map" else "false"
+        if not variable.used:
+            if root.sort is None:
+                tag = self.tags.get(variable.path)
+                if tag is None:
+                    tag = self.tags[variable.path] = f"tag{len(self.tags)}"
+                    self.facts.append(f"(declare-const {tag} Int)")
+                    self.facts.append(f"(assert (and (<= 0 {tag}) (<= {tag} {len(TAGS) - 1})))")
+                return disj(*(f"(= {tag} {number})" for number in ACCEPTS[kind]))
+            accepted = {"String": ("string",), "Bool": ("bool",), "Int": ("int", "uint", "double"),
+                        "Real": ("double",) if root.declared else ("int", "uint", "double")}[root.sort]
+            return "true" if kind in accepted else "false"
+        sort = self.encoder.sort_of(variable)
+        name = variable.name
+        if sort == "String":
+            return "true" if kind == "string" else "false"
+        if sort == "Bool":
+            return "true" if kind == "bool" else "false"
+        if sort == "Int":
+            return {"int": "true", "double": "true", "uint": f"(<= 0 {name})"}.get(kind, "false")
+        whole = f"(= {name} (to_real (to_int {name})))"  # a run-time number that may be an int
+        if root.declared:
+            return "true" if kind == "double" else "false"
+        return {"double": "true", "int": whole, "uint": f"(and {whole} (<= 0.0 {name}))"}.get(kind, "false")
+
+    def _background(self, risks: dict[str, Risk | None]) -> None:
+        from plangate.smt.encode import string_text
+
+        encoder = self.encoder
+        if self.tool_class.exact is None:
+            self.facts.append(f"(assert {self.tool_class.constraint(self.tool)})")
+        risk_vars = {side: encoder.variables.get("step.risk" if risks["old"] == risks["new"] else f"step.risk.{side}")
+                     for side in SIDES}
+        if any(v is not None and v.used for v in risk_vars.values()):
+            declared = encoder.variable("step.declared_risk", "Int", None)
+            declared.used = True
+            self.facts.append(f"(assert (and (<= (- 1) {declared.name}) (<= {declared.name} 3)))")
+            for side in SIDES:
+                variable = risk_vars[side]
+                if variable is None or not variable.used:
+                    continue
+                risk, d = risks[side], declared.name
+                effective = f"(ite (= {d} (- 1)) 3 {d})" if risk is None else f"(ite (< {d} {int(risk)}) {int(risk)} {d})"
+                self.facts.append(f"(assert (= {variable.name} {effective}))")
+        bounds = {"step.retry": "(<= 0 {})", "step.cost": "(<= 0.0 {})", "step.time": "(<= 0.0 {})",
+                  "plan.version": "(<= 0 {})",
+                  "step.kind": f'(or (= {{}} {string_text("step")}) (= {{}} {string_text("check")}))'}
+        for path, fact in bounds.items():
+            variable = encoder.variables.get(path)
+            if variable is not None and variable.used:
+                self.facts.append(f"(assert {fact.format(variable.name)})")
+        self.declarations = encoder.declarations()
+        self.values = encoder.values() + tuple((tag, "Int") for tag in self.tags.values())
+
+    # -- questions ------------------------------------------------------------------------------
+
+    def query(self, formula: str, extra: str = "") -> Any:
+        from plangate.smt import solve
+
+        text = "\n".join([*self.declarations, *self.facts, f"(assert {formula})", extra])
+        return solve.Query(text, self.values)
+
+    def plain_tool(self) -> str:
+        """The tool name in lower case letters, digits and `_` (asked first, for a readable witness)."""
+        segment = '(re.++ (re.range "a" "z") (re.* (re.union (re.range "a" "z") (re.range "0" "9") (str.to_re "_"))))'
+        return f'(assert (str.in_re {self.tool} (re.++ {segment} (re.* (re.++ (str.to_re ".") {segment})))))'
+
+    def step_kind(self) -> str:
+        from plangate.smt.encode import string_text
+
+        variable = self.encoder.variables.get("step.kind")
+        if variable is None or not variable.used:
+            return ""
+        return f"(assert (= {variable.name} {string_text('step')}))"
+
+    def witness(self, model: dict[str, Any]) -> "Witness":
+        from plangate.smt.decide import Unknown, instantiate
+
+        decoded = self.encoder.decode(model)
+        tool = self.tool_class.exact if self.tool_class.exact is not None else str(decoded.get("call.tool", ""))
+        args = instantiate({"args": Unknown("args")}, decoded)["args"]
+        args = dict(args) if isinstance(args, dict) else {}
+        schema = self.sides["new"].schema or self.sides["old"].schema or {}
+        for variable in self._arguments():
+            name = variable.path[len("args."):]
+            if name not in args or args[name] is not None:
+                continue
+            tag = self.tags.get(variable.path)
+            if tag is not None:
+                args[name] = _copy(TAG_VALUES[int(model.get(tag, 0))])
+            else:
+                sort = variable.sort.find().sort
+                kind = {"String": "string", "Int": "int", "Real": "double", "Bool": "bool", "Map": "map"}.get(
+                    sort or "", schema[name].type if name in schema else "string")
+                args[name] = _copy(TAG_VALUES.get(TAGS.get(kind, 0), ""))
+        declared = decoded.get("step.declared_risk")
+        return Witness(tool=tool, args=args, declared=int(declared) if isinstance(declared, int) and declared >= 0 else None,
+                       fields={path: value for path, value in decoded.items()
+                               if path.startswith(("step.", "plan.")) and not path.startswith(("step.risk", "step.declared"))},
+                       reads_risk="step.declared_risk" in decoded)
+
+
+def _copy(value: Any) -> Any:
+    return list(value) if isinstance(value, list) else dict(value) if isinstance(value, dict) else value
+
+
+# ----------------------------------------------------------------------------------- the replay
+
+@dataclass
+class Witness:
+    """A concrete call, as decoded from a model: what the replay decides and the report shows."""
+
+    tool: str
+    args: dict[str, Any]
+    declared: int | None  # the declared risk, None when the step declares none
+    fields: dict[str, Any]  # step.* and plan.* values the conditions read
+    reads_risk: bool
+
+    def risk(self, entry: CatalogueEntry | None) -> Risk:
+        levels = [level for level in (self.declared, entry.risk if entry is not None else None) if level is not None]
+        return Risk(max(levels)) if levels else Risk.irreversible
+
+    def activation(self, entry: CatalogueEntry | None) -> dict[str, Any]:
+        from plangate.cel.evaluate import Duration
+
+        def get(path: str, default: Any) -> Any:
+            value = self.fields.get(path)
+            return default if value is None else value
+
+        budget: dict[str, Any] = {}
+        for path, value in self.fields.items():
+            if path.startswith("plan.budget."):
+                name = path[len("plan.budget."):]
+                if "." in name or "[" in name:
+                    continue
+                if name == "time":
+                    value = Duration.from_seconds(Fraction(value if isinstance(value, (int, float)) else 0))
+                elif value is None:
+                    value = 0.0 if name == "cost" else 0
+                budget[name] = value
+        activation: dict[str, Any] = {risk.name: int(risk) for risk in Risk}
+        activation["step"] = {"id": get("step.id", "s"), "kind": get("step.kind", "step"), "tool": self.tool,
+                              "risk": int(self.risk(entry)), "retry": get("step.retry", 0),
+                              "cost": float(get("step.cost", 0.0)),
+                              "time": Duration.from_seconds(Fraction(get("step.time", 0))),
+                              "conditional": get("step.conditional", False)}
+        activation["call"] = {"tool": self.tool, "args": self.args}
+        activation["args"] = self.args
+        activation["plan"] = {"id": get("plan.id", "p"), "version": get("plan.version", 0), "budget": budget}
+        return activation
+
+    def text(self, entries: dict[str, CatalogueEntry | None]) -> str:
+        parts = [f"`call.tool` = {json.dumps(self.tool)}"]
+        parts += [f"`args.{name}` = {_show(value)}" for name, value in sorted(self.args.items())]
+        if not self.args:
+            parts.append("no arguments")
+        if self.reads_risk:
+            old, new = self.risk(entries["old"]), self.risk(entries["new"])
+            parts.append(f"`step.risk` = {old.name}" if old == new else
+                         f"`step.risk` = {old.name} under OLD, {new.name} under NEW")
+        parts += [f"`{path}` = " + (f'duration("{_show(value)}s")' if path in DURATIONS else _show(value))
+                  for path, value in sorted(self.fields.items()) if value is not None and not isinstance(value, dict)]
+        return ", ".join(parts)
+
+    def json(self, entries: dict[str, CatalogueEntry | None]) -> dict[str, Any]:
+        return {"tool": self.tool, "args": _plain(self.args),
+                "declared_risk": Risk(self.declared).name if self.declared is not None else None,
+                "risk": {side: self.risk(entries[side]).name for side in SIDES},
+                "fields": _plain({path: value for path, value in self.fields.items() if not isinstance(value, dict)})}
+
+
+@dataclass
+class Decision:
+    """What one policy decides on a witness."""
+
+    allowed: bool
+    reasons: list[str]  # why it is denied
+    warns: set[str]
+    kinds: set[str]
+    approvals: dict[str, tuple[int, int]]  # role → (count, within; FOREVER without one)
+    applied: list[CompiledRequirement]
+
+
+def decide_witness(policy: CompiledPolicy, entry: CatalogueEntry | None, witness: Witness) -> Decision:
+    from plangate.policy.decide import evaluator_for
+
+    decision = evaluator_for(policy).decide_call(witness.activation(entry))
+    reasons: list[str] = []
+    if entry is None and policy.unknown_tools != "warn":
+        reasons.append(f"`{witness.tool}` is not in its catalogue")
+    if entry is not None and entry.args is not None:
+        reasons += _argument_problems(entry.args, witness.args)
+    reasons += [f"denied by `{rule.name}`" for rule in decision.denied_by]
+    approvals: dict[str, tuple[int, int]] = {}
+    for requirement in decision.requirements:
+        if requirement.kind == "approval" and requirement.approval is not None:
+            spec = requirement.approval
+            count, within = approvals.get(spec.role, (0, FOREVER))
+            approvals[spec.role] = (max(count, spec.count),
+                                    min(within, spec.within.seconds if spec.within is not None else FOREVER))
+    return Decision(not reasons, reasons, {rule.name for rule in decision.warned_by},
+                    {r.kind for r in decision.requirements}, approvals, list(decision.requirements))
+
+
+_VALUE_TYPES: dict[str, Callable[[Any], bool]] = {
+    "string": lambda v: isinstance(v, str),
+    "int": lambda v: isinstance(v, int) and not isinstance(v, bool),
+    "uint": lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+    "double": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "bool": lambda v: isinstance(v, bool),
+    "bytes": lambda v: isinstance(v, bytes),
+    "list": lambda v: isinstance(v, (list, tuple)),
+    "map": lambda v: isinstance(v, dict),
+    "null": lambda v: v is None,
+}
+
+
+def _argument_problems(schema: tuple[ArgSpec, ...], args: dict[str, Any]) -> list[str]:
+    """How constant arguments break a schema, as the `arg-type` check has it."""
+    specs = {spec.name: spec for spec in schema}
+    problems = [f"it declares no argument `{name}`" for name in sorted(args) if name not in specs]
+    for name, spec in specs.items():
+        if name not in args:
+            if not spec.optional:
+                problems.append(f"argument `{name}` is missing")
+        elif not _VALUE_TYPES.get(spec.type, lambda v: True)(args[name]):
+            problems.append(f"argument `{name}` is not a `{spec.type}`")
+    return problems
+
+
+# ---------------------------------------------------------------------------------- comparisons
+
+@dataclass(frozen=True)
+class Question:
+    kind: str  # allow | require | approval | warn
+    name: str  # the requirement kind, role or warn rule ("" for allow)
+    direction: str  # loosened (NEW gives or asks less) | tightened (NEW denies or asks more)
+
+
+@dataclass
+class Finding:
+    tool_class: ToolClass
+    status: str  # witness | unknown | runtime
+    witness: Witness | None = None
+    entries: dict[str, CatalogueEntry | None] = field(default_factory=dict)
+    decisions: dict[str, Decision] = field(default_factory=dict)
+    confirmed: bool = True
+    reason: str | None = None
+
+
+def _compare(policies: dict[str, CompiledPolicy], time_bound: float) -> dict[Question, list[Finding]]:
+    from plangate.smt import solve
+
+    questions: list[Question] = [Question("allow", "", d) for d in ("loosened", "tightened")]
+    kinds = [k for k in KINDS if any(r.kind == k for p in policies.values() for r in p.requirements)]
+    questions += [Question("require", k, d) for k in kinds for d in ("loosened", "tightened")]
+    roles = sorted({r.approval.role for p in policies.values() for r in p.requirements if r.approval is not None})
+    questions += [Question("approval", role, d) for role in roles for d in ("loosened", "tightened")]
+    warns = sorted({r.name for p in policies.values() for r in p.rules if r.effect == "warn"})
+    questions += [Question("warn", name, d) for name in warns for d in ("loosened", "tightened")]
+    results: dict[Question, list[Finding]] = {q: [] for q in questions}
+    for tool_class in tool_classes(policies["old"], policies["new"]):
+        model = _Model(policies, tool_class)
+        entries = {side: model.sides[side].entry for side in SIDES}
+        if not any(model.sides[side].admitted for side in SIDES):
+            continue  # both deny every call of this class as unknown
+        if model.failure is not None:
+            for question in questions:
+                results[question].append(Finding(tool_class, "runtime", entries=entries, reason=model.failure))
+            continue
+        asked: list[tuple[Question, Any]] = []
+        for question in questions:
+            formula = _formula(model, question)
+            if isinstance(formula, tuple):
+                results[question].append(Finding(tool_class, "runtime", entries=entries, reason=formula[1]))
+            elif formula != "false":
+                extra = model.step_kind() if question.kind == "require" else ""
+                asked.append((question, model.query(formula, extra)))
+                if tool_class.exact is None:  # first a witness whose tool reads like one: `deploy.a`
+                    asked.append((question, model.query(formula, extra + "\n" + model.plain_tool())))
+        if not asked:
+            continue
+        answers = solve.check([query for _, query in asked], time_bound)
+        if tool_class.exact is None:
+            asked, answers = asked[::2], [nice if nice.status == "sat" else answer
+                                          for answer, nice in zip(answers[::2], answers[1::2])]
+        for (question, _), answer in zip(asked, answers):
+            if answer.status == "unsat":
+                continue
+            if answer.status != "sat":
+                results[question].append(Finding(tool_class, "unknown", entries=entries,
+                                                 reason=answer.reason or "the solver gave no answer"))
+                continue
+            witness = model.witness(answer.model)
+            decisions = {side: decide_witness(policies[side], entries[side], witness) for side in SIDES}
+            results[question].append(Finding(tool_class, "witness", witness, entries, decisions,
+                                             _confirms(question, decisions)))
+    return results
+
+
+def _formula(model: _Model, question: Question) -> str | tuple[str, str]:
+    """The formula whose models are the witnesses of `question`; ("runtime", why) when a condition
+    it needs is outside the solver's subset."""
+    from plangate.smt.encode import conj, disj, neg
+
+    old, new = model.sides["old"], model.sides["new"]
+    allowed = {side: model.sides[side].allowed() for side in SIDES}
+    for side in SIDES:
+        if allowed[side] is None:
+            return ("runtime", _problem(model.sides[side], "deny"))
+    if question.kind == "allow":
+        more, less = (new, old) if question.direction == "loosened" else (old, new)
+        a, b = more.allowed(), less.allowed()
+        return "false" if a == b else conj(a, neg(b))  # type: ignore[arg-type]
+    both = conj(allowed["old"], allowed["new"])  # type: ignore[arg-type]
+    if both == "false":
+        return "false"
+    if question.kind in ("require", "warn"):
+        table = "needs" if question.kind == "require" else "warn"
+        values = {side: getattr(model.sides[side], table).get(question.name, "false") for side in SIDES}
+        for side in SIDES:
+            if values[side] is None:
+                return ("runtime", _problem(model.sides[side], question.kind))
+        # loosened: OLD requires (or warns) and NEW does not
+        having, lacking = (values["old"], values["new"]) if question.direction == "loosened" else (values["new"], values["old"])
+        return "false" if having == lacking else conj(both, having, neg(lacking))
+    for side in SIDES:
+        if model.sides[side].approval_problem is not None:
+            return ("runtime", model.sides[side].approval_problem or "")
+    terms = {side: _approval_terms(model.sides[side].approvals.get(question.name, [])) for side in SIDES}
+    if terms["old"] == terms["new"]:
+        return "false"
+    (old_count, old_within), (new_count, new_within) = terms["old"], terms["new"]
+    if question.direction == "loosened":
+        weaker = disj(f"(< {new_count} {old_count})", f"(> {new_within} {old_within})")
+    else:
+        weaker = disj(f"(< {old_count} {new_count})", f"(> {old_within} {new_within})")
+    return conj(both, weaker)
+
+
+def _approval_terms(found: list[tuple[str, int, int]]) -> tuple[str, str]:
+    """SMT terms for the merged approval of one role: the most approvers, the shortest `within`."""
+    count, within = "0", str(FOREVER)
+    for fires, number, seconds in found:
+        count = f"(ite (and {fires} (< {count} {number})) {number} {count})"
+        within = f"(ite (and {fires} (< {seconds} {within})) {seconds} {within})"
+    return count, within
+
+
+def _problem(side: _Side, kind: str) -> str:
+    """Why a condition of `kind` (deny, warn, require) could not be encoded, naming its rule."""
+    for what, why in side.problems.items():
+        if what.startswith(kind):
+            return f"{what} of policy `{', '.join(side.policy.ids)}`: {why}"
+    return next(iter(side.problems.values()), "a condition is outside the subset the solver reasons about")
+
+
+def _confirms(question: Question, decisions: dict[str, Decision]) -> bool:
+    old, new = decisions["old"], decisions["new"]
+    loose = question.direction == "loosened"
+    if question.kind == "allow":
+        return (new.allowed and not old.allowed) if loose else (old.allowed and not new.allowed)
+    if not (old.allowed and new.allowed):
+        return False
+    if question.kind == "require":
+        having, lacking = (old, new) if loose else (new, old)
+        return question.name in having.kinds and question.name not in lacking.kinds
+    if question.kind == "warn":
+        having, lacking = (old, new) if loose else (new, old)
+        return question.name in having.warns and question.name not in lacking.warns
+    stronger, weaker = (old, new) if loose else (new, old)
+    a = stronger.approvals.get(question.name, (0, FOREVER))
+    b = weaker.approvals.get(question.name, (0, FOREVER))
+    return b[0] < a[0] or b[1] > a[1]
+
+
+# ------------------------------------------------------------------------------------ reporting
+
+def _group(findings: list[Finding], key: Callable[[Finding], Any]) -> list[list[Finding]]:
+    groups: dict[Any, list[Finding]] = {}
+    for finding in findings:
+        groups.setdefault(key(finding), []).append(finding)
+    return list(groups.values())
+
+
+def _also(group: list[Finding]) -> str:
+    others = [finding.tool_class.label for finding in group[1:]]
+    if not others:
+        return ""
+    shown = ", ".join(f"`{label}`" for label in others[:8]) + (", …" if len(others) > 8 else "")
+    return f"; the same for {len(others)} more tool{'s' if len(others) > 1 else ''}: {shown}"
+
+
+def _witness_json(group: list[Finding]) -> dict[str, Any]:
+    first = group[0]
+    assert first.witness is not None
+    data = first.witness.json(first.entries)
+    for side in SIDES:
+        decision = first.decisions[side]
+        data[side] = {"allowed": decision.allowed, "denied_because": decision.reasons,
+                      "requires": sorted(decision.kinds), "warns": sorted(decision.warns),
+                      "approvals": {role: {"count": count, "within": None if within >= FOREVER else within}
+                                    for role, (count, within) in sorted(decision.approvals.items())}}
+    data["tools"] = [finding.tool_class.label for finding in group]
+    data["confirmed"] = first.confirmed
+    return data
+
+
+def _undecided(question: Question, findings: list[Finding], what: str, changes: list[Change], subject: str) -> None:
+    for group in _group([f for f in findings if f.status != "witness"], lambda f: f.reason):
+        first = group[0]
+        changes.append(Change("changed", subject, f"whether {what} could not be decided for calls of "
+                              f"`{first.tool_class.label}`: {first.reason}{_also(group)}"))
+
+
+def _unconfirmed(finding: Finding) -> str:
+    return "" if finding.confirmed else " (replaying this call did not confirm the solver's answer: treat it as a possible difference)"
+
+
+def _allow_changes(results: dict[Question, list[Finding]], changes: list[Change]) -> bool:
+    """The allow comparisons; whether they found any difference (or could not decide one)."""
+    differs = False
+    for direction in ("loosened", "tightened"):
+        question = Question("allow", "", direction)
+        findings = results.get(question, [])
+        differs = differs or bool(findings)
+        allowing, denying = ("new", "old") if direction == "loosened" else ("old", "new")
+        what = "NEW allows a call that OLD denies" if direction == "loosened" else "NEW denies a call that OLD allows"
+        witnesses = [f for f in findings if f.status == "witness"]
+
+        def key(finding: Finding) -> tuple[str, ...]:
+            return tuple(sorted(_reason_kind(reason) for reason in finding.decisions[denying].reasons)) + (str(finding.confirmed),)
+
+        for group in _group(witnesses, key):
+            first = group[0]
+            assert first.witness is not None
+            reasons = "; ".join(first.decisions[denying].reasons) or "no reason found"
+            kind = direction if first.confirmed else "changed"
+            changes.append(Change(kind, "allowed calls",
+                                  f"{what}: {first.witness.text(first.entries)} ({NAMES[denying]}: {reasons})"
+                                  f"{_also(group)}{_unconfirmed(first)}", _witness_json(group)))
+        _undecided(question, findings, what, changes, "allowed calls")
+    return differs
+
+
+def _reason_kind(reason: str) -> str:
+    if reason.endswith("is not in its catalogue"):
+        return "catalogue"
+    if reason.startswith("denied by"):
+        return reason
+    return "arguments"
+
+
+def _requirement_changes(policies: dict[str, CompiledPolicy], results: dict[Question, list[Finding]],
+                         changes: list[Change]) -> None:
+    differs: set[str] = set()
+    for question, findings in results.items():
+        if question.kind not in ("require", "approval") or not findings:
+            continue
+        differs.add(question.name if question.kind == "require" else "approval")
+        loose = question.direction == "loosened"
+        having, lacking = ("old", "new") if loose else ("new", "old")
+        if question.kind == "require":
+            subject = f"require {question.name}"
+            what = (f"NEW no longer requires `{question.name}` for a call that OLD requires it for" if loose else
+                    f"NEW requires `{question.name}` for a call that OLD does not")
+        else:
+            subject = f'approval by role "{question.name}"'
+            what = (f'NEW asks less approval by role "{question.name}" than OLD for a call' if loose else
+                    f'NEW asks more approval by role "{question.name}" than OLD for a call')
+        witnesses = [f for f in findings if f.status == "witness"]
+
+        def key(finding: Finding) -> tuple[Any, ...]:
+            if question.kind == "require":
+                rules = [r.describe() for r in finding.decisions[having].applied if r.kind == question.name]
+                return (tuple(rules), finding.confirmed)
+            return (tuple(finding.decisions[side].approvals.get(question.name, (0, FOREVER)) for side in SIDES),
+                    finding.confirmed)
+
+        for group in _group(witnesses, key):
+            first = group[0]
+            assert first.witness is not None
+            if question.kind == "require":
+                rules = [r.describe() for r in first.decisions[having].applied if r.kind == question.name]
+                why = f"{NAMES[having]}: " + ", ".join(f"`{rule}`" for rule in rules)
+            else:
+                why = "; ".join(f"{NAMES[side]}: {_approval_text(first.decisions[side].approvals.get(question.name))}"
+                                for side in SIDES)
+            kind = question.direction if first.confirmed else "changed"
+            changes.append(Change(kind, subject, f"{what}: {first.witness.text(first.entries)} ({why})"
+                                  f"{_also(group)}{_unconfirmed(first)}", _witness_json(group)))
+        _undecided(question, findings, what, changes, subject)
+    # Requirements rewritten without a witness: listed, never counted.
+    for kind in ("approval", *KINDS):
+        texts = {side: sorted(r.describe() for r in policies[side].requirements if r.kind == kind) for side in SIDES}
+        if texts["old"] != texts["new"] and kind not in differs:
+            removed = [t for t in texts["old"] if t not in texts["new"]]
+            added = [t for t in texts["new"] if t not in texts["old"]]
+            text = ", ".join(f"`{t}`" for t in removed) or "nothing"
+            text += " → " + (", ".join(f"`{t}`" for t in added) or "nothing")
+            changes.append(Change("rewritten", f"require {kind}",
+                                  f"`{kind}` requirements rewritten, with the same effect on every call both allow: {text}"))
+
+
+def _approval_text(need: tuple[int, int] | None) -> str:
+    if need is None or need[0] == 0:
+        return "none"
+    count, within = need
+    text = f"{count} approver{'s' if count > 1 else ''}"
+    return text + (f" within {format_seconds(within)}" if within < FOREVER else " with no time bound")
+
+
+def _warn_changes(policies: dict[str, CompiledPolicy], results: dict[Question, list[Finding]],
+                  changes: list[Change]) -> None:
+    texts = {side: {} for side in SIDES}  # type: dict[str, dict[str, str]]
+    for side in SIDES:
+        for rule in policies[side].rules:
+            if rule.effect == "warn":
+                texts[side][rule.name] = " || ".join(
+                    [t for t in [texts[side].get(rule.name)] if t] + [cel.to_source(rule.when)])
+    names = sorted(texts["old"].keys() | texts["new"].keys())
+    for name in names:
+        old, new = texts["old"].get(name), texts["new"].get(name)
+        header = (f"warn rule `{name}` was added: `{new}`" if old is None else
+                  f"warn rule `{name}` was removed: `{old}`" if new is None else
+                  f"warn rule `{name}`: `{old}` → `{new}`" if old != new else
+                  f"warn rule `{name}` (unchanged text) fires on other calls")
+        sentences: list[str] = []
+        witness: dict[str, Any] | None = None
+        counted = False
+        for direction in ("loosened", "tightened"):
+            findings = results.get(Question("warn", name, direction), [])
+            counted = counted or bool(findings)
+            having, lacking = ("old", "new") if direction == "loosened" else ("new", "old")
+            found = [f for f in findings if f.status == "witness"]
+            if found:
+                first = found[0]
+                assert first.witness is not None
+                sentences.append(f"{NAMES[having]} warns and {NAMES[lacking]} does not on {first.witness.text(first.entries)}"
+                                 f"{_also(found)}{_unconfirmed(first)}")
+                witness = witness or _witness_json(found)
+            for group in _group([f for f in findings if f.status != "witness"], lambda f: f.reason):
+                sentences.append(f"whether {NAMES[having]} warns where {NAMES[lacking]} does not could not be decided "
+                                 f"for calls of `{group[0].tool_class.label}`: {group[0].reason}{_also(group)}")
+        if old == new and not counted:
+            continue
+        if counted:
+            changes.append(Change("changed", f"warn {name}", header + "; " + "; ".join(sentences), witness))
+        else:
+            changes.append(Change("rewritten", f"warn {name}",
+                                  header + " (on the calls both policies allow, it warns exactly as before)"))
+
+
+def _deny_rules(old: CompiledPolicy, new: CompiledPolicy, changes: list[Change], allow_differs: bool) -> None:
+    """Deny rules edited, added or removed, by name: what explains an allow witness (`changed`), or
+    a rewrite that left the allowed calls as they were (`rewritten`)."""
+    texts: dict[str, dict[str, str]] = {"old": {}, "new": {}}
+    for side, policy in (("old", old), ("new", new)):
+        for rule in policy.rules:
+            if rule.effect == "deny":
+                texts[side][rule.name] = " || ".join(
+                    [t for t in [texts[side].get(rule.name)] if t] + [cel.to_source(rule.when)])
+    kind = "changed" if allow_differs else "rewritten"
+    same = "" if allow_differs else " (both policies still allow and deny the same calls)"
+    for name in sorted(texts["old"].keys() | texts["new"].keys()):
+        a, b = texts["old"].get(name), texts["new"].get(name)
+        if a == b:
+            continue
+        text = (f"deny rule `{name}` was removed: `{a}`" if b is None else
+                f"deny rule `{name}` was added: `{b}`" if a is None else f"deny rule `{name}`: `{a}` → `{b}`")
+        changes.append(Change(kind, f"deny {name}", text + same))
+
+
+def _unknown_tools(old: CompiledPolicy, new: CompiledPolicy, changes: list[Change], allow_differs: bool) -> None:
     if old.unknown_tools != new.unknown_tools:
-        kind = "loosened" if new.unknown_tools == "warn" else "tightened"
+        kind = ("loosened" if new.unknown_tools == "warn" else "tightened") if allow_differs else "rewritten"
         changes.append(Change(kind, "unknown_tools",
-                              f"tools outside the catalogue: `{old.unknown_tools}` → `{new.unknown_tools}`"))
+                              f"tools outside the catalogue: `{old.unknown_tools}` → `{new.unknown_tools}`"
+                              + ("" if allow_differs else " (no tool is decided differently)")))
 
 
-def _catalogue(old: CompiledPolicy, new: CompiledPolicy, changes: list[Change]) -> None:
+def _catalogue(old: CompiledPolicy, new: CompiledPolicy, changes: list[Change], allow_differs: bool) -> None:
+    """Facts of the catalogue that decisions other than allow/deny read (risk classes, caps), and
+    the entries' edits that the allow comparisons account for."""
     before = {entry.pattern: entry for entry in old.catalogue}
     after = {entry.pattern: entry for entry in new.catalogue}
-    for pattern in sorted(after.keys() - before.keys()):
-        entry = after[pattern]
-        risk = entry.risk.name if entry.risk is not None else "no risk class"
-        covered = old.match(pattern.rstrip("*").rstrip(".") or "x")
-        if covered is None and old.unknown_tools == "deny":
-            changes.append(Change("loosened", f"tool {pattern}", f"`{pattern}` is now in the catalogue ({risk}): "
-                                  "calls OLD denied as unknown are allowed"))
-        else:
-            changes.append(Change("changed", f"tool {pattern}", f"`{pattern}` is now in the catalogue ({risk})"))
-    for pattern in sorted(before.keys() - after.keys()):
-        covered = new.match(pattern.rstrip("*").rstrip(".") or "x")
-        kind = "tightened" if covered is None and new.unknown_tools == "deny" else "changed"
-        changes.append(Change(kind, f"tool {pattern}", f"`{pattern}` left the catalogue"
-                              + (": its calls are now denied as unknown" if kind == "tightened" else "")))
+    if not allow_differs:
+        for pattern in sorted(after.keys() - before.keys()):
+            changes.append(Change("rewritten", f"tool {pattern}",
+                                  f"`{pattern}` is now in the catalogue (both policies decide its calls alike)"))
+        for pattern in sorted(before.keys() - after.keys()):
+            changes.append(Change("rewritten", f"tool {pattern}",
+                                  f"`{pattern}` left the catalogue (both policies decide its calls alike)"))
     for pattern in sorted(before.keys() & after.keys()):
         a, b = before[pattern], after[pattern]
         if a.risk != b.risk:
-            lower = (b.risk or 0) < (a.risk or 0)
+            lower = (b.risk if b.risk is not None else 3) < (a.risk if a.risk is not None else 3)
             changes.append(Change("loosened" if lower else "tightened", f"tool {pattern}",
                                   f"`{pattern}` risk `{_risk(a.risk)}` → `{_risk(b.risk)}`"))
-        if a.cost_cap != b.cost_cap:
+        if a.cost_cap != b.cost_cap or (a.cost_cap is not None and a.currency != b.currency):
             looser = b.cost_cap is None or (a.cost_cap is not None and b.cost_cap > a.cost_cap)
             changes.append(Change("loosened" if looser else "tightened", f"tool {pattern}",
                                   f"`{pattern}` cost cap {_amount(a.cost_cap, a.currency)} → {_amount(b.cost_cap, b.currency)}"))
@@ -82,124 +927,10 @@ def _catalogue(old: CompiledPolicy, new: CompiledPolicy, changes: list[Change]) 
             looser = b.time_cap is None or (a.time_cap is not None and b.time_cap > a.time_cap)
             changes.append(Change("loosened" if looser else "tightened", f"tool {pattern}",
                                   f"`{pattern}` time cap {_seconds(a.time_cap)} → {_seconds(b.time_cap)}"))
-        if a.args != b.args:
-            changes.append(Change("changed", f"tool {pattern}", f"`{pattern}` argument schema changed: "
-                                  f"{_schema(a.args)} → {_schema(b.args)}"))
-
-
-def _call_activation() -> dict[str, Any]:
-    from plangate.smt.decide import Unknown
-
-    tool = Unknown("call.tool", "string")
-    args = Unknown("args", "dyn")
-    activation: dict[str, Any] = {risk.name: int(risk) for risk in Risk}
-    activation["step"] = {"id": Unknown("step.id", "string"), "kind": Unknown("step.kind", "string"), "tool": tool,
-                          "risk": Unknown("step.risk", "int"), "retry": Unknown("step.retry", "int"),
-                          "cost": Unknown("step.cost", "double"), "time": Unknown("step.time", "double"),
-                          "conditional": Unknown("step.conditional", "bool")}
-    activation["call"] = {"tool": tool, "args": args}
-    activation["args"] = args
-    activation["plan"] = {"id": Unknown("plan.id", "string"), "version": Unknown("plan.version", "int"),
-                          "budget": Unknown("plan.budget", "dyn")}
-    return activation
-
-
-def _any_of(conditions: list[cel.Expr]) -> cel.Expr:
-    if not conditions:
-        return cel.Literal(False, "bool")
-    return reduce(lambda left, right: cel.Binary("||", left, right), conditions)
-
-
-_RISK_RANGE = cel.Binary("&&", cel.Binary(">=", cel.Select(cel.Ident("step"), "risk"), cel.Literal(0, "int")),
-                         cel.Binary("<=", cel.Select(cel.Ident("step"), "risk"), cel.Literal(3, "int")))
-
-
-def _deny_rules(old: CompiledPolicy, new: CompiledPolicy, changes: list[Change], time_bound: float) -> None:
-    from plangate.smt.decide import decide
-
-    old_rules = {rule.name: rule for rule in old.rules if rule.effect == "deny"}
-    new_rules = {rule.name: rule for rule in new.rules if rule.effect == "deny"}
-    for name in sorted(old_rules.keys() - new_rules.keys()):
-        changes.append(Change("changed", f"deny {name}", f"deny rule `{name}` was removed"))
-    for name in sorted(new_rules.keys() - old_rules.keys()):
-        changes.append(Change("changed", f"deny {name}", f"deny rule `{name}` was added"))
-    for name in sorted(old_rules.keys() & new_rules.keys()):
-        if cel.to_source(old_rules[name].when) != cel.to_source(new_rules[name].when):
-            changes.append(Change("changed", f"deny {name}", f"deny rule `{name}`: `{cel.to_source(old_rules[name].when)}` "
-                                  f"→ `{cel.to_source(new_rules[name].when)}`"))
-    old_deny = _any_of([rule.when for rule in old_rules.values()])
-    new_deny = _any_of([rule.when for rule in new_rules.values()])
-    activation = _call_activation()
-    for kind, denied, allowed, text in (("loosened", old_deny, new_deny, "NEW allows a call that OLD denies"),
-                                        ("tightened", new_deny, old_deny, "NEW denies a call that OLD allows")):
-        question = cel.Binary("&&", _RISK_RANGE, cel.Binary("&&", denied, cel.Unary("!", allowed)))
-        verdict = decide(question, activation, time_bound)
-        if verdict.outcome in ("may", "must"):
-            rules = [rule.when for rule in [*old_rules.values(), *new_rules.values()]]
-            changes.append(Change(kind, "deny rules", f"{text}: {_witness(verdict.witness, rules)}"))
-        elif verdict.outcome in ("unknown", "runtime"):
-            changes.append(Change("changed", "deny rules",
-                                  f"whether {text[4:]} could not be decided: {verdict.reason}"))
-
-
-def _warn_rules(old: CompiledPolicy, new: CompiledPolicy, changes: list[Change]) -> None:
-    old_rules = {rule.name: cel.to_source(rule.when) for rule in old.rules if rule.effect == "warn"}
-    new_rules = {rule.name: cel.to_source(rule.when) for rule in new.rules if rule.effect == "warn"}
-    for name in sorted(old_rules.keys() | new_rules.keys()):
-        if old_rules.get(name) != new_rules.get(name):
-            what = "added" if name not in old_rules else "removed" if name not in new_rules else "changed"
-            changes.append(Change("changed", f"warn {name}", f"warn rule `{name}` was {what}"))
-
-
-def _needs(policy: CompiledPolicy, risk: Risk, time_bound: float) -> dict[str, tuple[str, int, int | None]]:
-    """What a step of `risk` must have under `policy`: requirement key → description."""
-    from plangate.smt.decide import decide
-
-    activation = _call_activation()
-    activation["step"] = dict(activation["step"], risk=int(risk))
-    needs: dict[str, tuple[int, int | None]] = {}
-    others: dict[str, str] = {}
-    for requirement in policy.requirements:
-        if requirement.when is not None:
-            verdict = decide(requirement.when, activation, time_bound)
-            if verdict.outcome == "never":
-                continue
-        if requirement.kind == "approval" and requirement.approval is not None:
-            spec = requirement.approval
-            count, within = needs.get(spec.role, (0, None))
-            seconds = spec.within.seconds if spec.within else None
-            bounds = [w for w in (within, seconds) if w is not None]
-            needs[spec.role] = (max(count, spec.count), min(bounds) if bounds else None)
-        else:
-            others[requirement.kind] = requirement.kind
-    result: dict[str, tuple[str, int, int | None]] = {
-        f"approval:{role}": (f'approval by {count} of role "{role}"' + (f" within {format_seconds(within)}" if within else ""),
-                             count, within)
-        for role, (count, within) in needs.items()}
-    result.update({kind: (kind, 0, None) for kind in others})
-    return result
-
-
-def _compare_needs(before: tuple[str, int, int | None], after: tuple[str, int, int | None]) -> str:
-    """Whether NEW's approval need asks for less (loosened), more (tightened) or a mix (changed)."""
-    _, old_count, old_within = before
-    _, new_count, new_within = after
-    more = new_count > old_count or (new_within is not None and (old_within is None or new_within < old_within))
-    less = new_count < old_count or (old_within is not None and (new_within is None or new_within > old_within))
-    return "changed" if more == less else "tightened" if more else "loosened"
-
-
-def _requirements(old: CompiledPolicy, new: CompiledPolicy, changes: list[Change], time_bound: float) -> None:
-    for risk in Risk:
-        before, after = _needs(old, risk, time_bound), _needs(new, risk, time_bound)
-        for key in sorted(before.keys() | after.keys()):
-            if key not in after:
-                changes.append(Change("loosened", f"{risk.name} steps", f"`{risk.name}` steps no longer need {before[key][0]}"))
-            elif key not in before:
-                changes.append(Change("tightened", f"{risk.name} steps", f"`{risk.name}` steps now need {after[key][0]}"))
-            elif before[key] != after[key]:
-                changes.append(Change(_compare_needs(before[key], after[key]), f"{risk.name} steps",
-                                      f"`{risk.name}` steps: {before[key][0]} → {after[key][0]}"))
+        if _schema_key(a.args) != _schema_key(b.args):
+            changes.append(Change("changed" if allow_differs else "rewritten", f"tool {pattern}",
+                                  f"`{pattern}` argument schema: {_schema(a.args)} → {_schema(b.args)}"
+                                  + ("" if allow_differs else " (both policies still allow the same calls)")))
 
 
 def _limits(old: CompiledPolicy, new: CompiledPolicy, changes: list[Change]) -> None:
@@ -209,8 +940,10 @@ def _limits(old: CompiledPolicy, new: CompiledPolicy, changes: list[Change]) -> 
             changes.append(Change("tightened", f"limit {name}", f"`limit {name}` added: {b.text()}"))
         elif b is None and a is not None:
             changes.append(Change("loosened", f"limit {name}", f"`limit {name}` removed (was {a.text()})"))
-        elif a is not None and b is not None and a.key() != b.key():
+        elif a is not None and b is not None and (a.key(), a.currency) != (b.key(), b.currency):
             kind = "loosened" if b.key() > a.key() else "tightened"
+            if a.currency != b.currency:
+                kind = "changed"
             changes.append(Change(kind, f"limit {name}", f"`limit {name}` {a.text()} → {b.text()}"))
 
 
@@ -226,38 +959,51 @@ def _seconds(seconds: int | None) -> str:
     return "none" if seconds is None else format_seconds(seconds)
 
 
-def _schema(args: Any) -> str:
+def _schema_key(args: tuple[ArgSpec, ...] | None) -> Any:
+    return None if args is None else sorted((a.name, a.type, a.optional) for a in args)
+
+
+def _schema(args: tuple[ArgSpec, ...] | None) -> str:
     if args is None:
         return "any arguments"
     return "{" + ", ".join(f"{a.name}: {a.type}{'?' if a.optional else ''}" for a in args) + "}"
 
 
-def _witness(witness: dict[str, Any] | None, conditions: list[cel.Expr]) -> str:
-    """The witness values the compared conditions read (the solver also picks values for the rest)."""
-    read = {_path(node) for condition in conditions for node in cel.walk(condition)}
-    shown = {path: value for path, value in (witness or {}).items()
-             if any(path == prefix or path.startswith(prefix + ".") for prefix in read if prefix)}
-    if not shown:
-        return "(any call)"
-    names = {int(risk): risk.name for risk in Risk}
-    return ", ".join(f"`{path}` = " + (names.get(value, str(value)) if path == "step.risk" else
-                                       json.dumps(value) if isinstance(value, str) else str(value))
-                     for path, value in sorted(shown.items()))
+def _show(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, bytes):
+        return 'b"' + value.decode("latin-1") + '"'
+    return json.dumps(_plain(value))
 
 
-def _path(node: cel.Expr) -> str | None:
-    fields: list[str] = []
-    while isinstance(node, cel.Select):
-        fields.append(node.field)
-        node = node.operand
-    if isinstance(node, cel.Ident) and fields:
-        return ".".join([node.name, *reversed(fields)])
-    return None
+def _plain(value: Any) -> Any:
+    from plangate.cel.evaluate import Duration
+
+    if isinstance(value, dict):
+        return {str(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    if isinstance(value, bytes):
+        return value.decode("latin-1")
+    if isinstance(value, Duration):
+        return str(value)
+    return value
+
+
+# ------------------------------------------------------------------------------------------ CLI
+
+TITLES = {"loosened": "NEW allows what OLD denied (loosened)", "tightened": "NEW denies what OLD allowed (tightened)",
+          "changed": "other changes", "rewritten": "rewritten, same meaning"}
 
 
 def diff_command(old_path: str, new_path: str, output_format: str, exit_code: bool = False) -> int:
     """The CLI face: 0 when the diff was made, 2 when a policy is broken; with `exit_code`, 1 when
-    the policies differ in meaning (for scripts that gate on a change)."""
+    the policies differ in meaning (a `rewritten` entry alone is no difference)."""
     from plangate.diagnostics import Severity
     from plangate.diagnostics.render import render
     from plangate.driver import check
@@ -273,17 +1019,18 @@ def diff_command(old_path: str, new_path: str, output_format: str, exit_code: bo
             return 2
         compiled.append(result.policy)
     changes = diff_policies(compiled[0], compiled[1])
+    differs = any(change.counts for change in changes)
     if output_format == "json":
-        print(json.dumps({"old": old_path, "new": new_path, "changes": [asdict(c) for c in changes]}, indent=2))
-    elif not changes:
-        print(f"`{old_path}` and `{new_path}` allow and deny the same calls")
+        print(json.dumps({"old": old_path, "new": new_path, "same_meaning": not differs,
+                          "changes": [asdict(c) for c in changes]}, indent=2))
     else:
-        titles = {"loosened": "NEW allows what OLD denied (loosened)", "tightened": "NEW denies what OLD allowed (tightened)",
-                  "changed": "other changes"}
-        for kind in ("loosened", "tightened", "changed"):
+        if not differs:
+            print(f"`{old_path}` and `{new_path}` have the same meaning: they allow and deny the same calls, "
+                  "with the same requirements, warnings and limits")
+        for kind in ("loosened", "tightened", "changed", "rewritten"):
             group = [change for change in changes if change.kind == kind]
             if group:
-                print(titles[kind] + ":")
+                print(TITLES[kind] + ":")
                 for change in group:
                     print(f"  {change.text}")
-    return 1 if (changes and exit_code) else 0
+    return 1 if (differs and exit_code) else 0
