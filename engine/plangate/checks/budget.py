@@ -13,9 +13,11 @@ simple upper bound — every step that may run, runs — is over a bound).
 
 Bounds: the plan's `budget { cost, time, calls }` and the policy's `limit cost/time/calls`, each
 checked and reported on its own. Money that meets shares one currency (an amount without one
-adopts the others'); when step costs or a bound do not, `currency-mismatch` and the cost
-comparisons concerned are skipped (step costs that differ from the plan's currency are reported by
-the currency check; this check adds tool caps and policy limits).
+adopts the others'; a plan with no currency of its own counts in its policy's `limit cost`). A
+step whose cost is in another currency is charged nothing, so the cost bounds still hold for the
+rest: an excess found is real (the note names the steps left out), and `currency-mismatch` says the
+sum is incomplete (step costs are reported by the currency check, tool caps here, a cap that
+disagrees with its own policy's limit on the policy). A bound in another currency is skipped.
 
 Verdicts per figure and bound, from the worst case's upper bound U and a witness execution
 reaching L ≤ U (U = L unless the solver left something open):
@@ -82,6 +84,7 @@ class Report:
     currency: str | None
     scale: int
     bounds: list[Bound] = field(default_factory=list)
+    excluded: tuple[str, ...] = ()  # steps whose cost is in another currency: not counted
     findings: list[Finding] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
 
@@ -94,9 +97,9 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
 
 
 def evaluate(ctx: PlanContext) -> Report:
-    loads, costs, currency, scale, diagnostics = _loads(ctx)
-    bounds = _bounds(ctx, currency, scale, costs_comparable=costs, diagnostics=diagnostics)
-    report = Report(loads, None, currency, scale, bounds, diagnostics=diagnostics)
+    loads, excluded, currency, scale, diagnostics = _loads(ctx)
+    bounds = _bounds(ctx, currency, scale, diagnostics=diagnostics)
+    report = Report(loads, None, currency, scale, bounds, excluded=excluded, diagnostics=diagnostics)
     if not bounds:
         return report
     time_bound = float(ctx.options.get("solver_time_bound", DEFAULT_TIME_BOUND))
@@ -157,13 +160,17 @@ def _time(ctx: PlanContext, branches: Branches, loads: Loads, bound: Bound) -> F
 
 # -- figures and bounds ------------------------------------------------------------------------
 
-def _loads(ctx: PlanContext) -> tuple[Loads, bool, str | None, int, list[Diagnostic]]:
-    """Per step in topological order: attempts, cost, seconds; whether costs share a currency."""
+def _loads(ctx: PlanContext) -> tuple[Loads, tuple[str, ...], str | None, int, list[Diagnostic]]:
+    """Per step in topological order: attempts, cost, seconds; the steps whose cost is in another
+    currency than the plan's (charged nothing: a cost bound over the rest is a lower bound)."""
     position = {step_id: index for index, step_id in enumerate(ctx.graph.steps)}
     order = ctx.graph.topological_order()
     currency, _ = plan_currency(ctx)
+    limit = ctx.policy.limit("cost") if ctx.policy is not None else None
+    if currency is None and limit is not None:
+        currency = limit.currency
     diagnostics: list[Diagnostic] = []
-    comparable = True
+    excluded: list[str] = []
     amounts: list[Decimal] = []
     seconds: list[int] = []
     entries: dict[str, CatalogueEntry | None] = {}
@@ -176,19 +183,25 @@ def _loads(ctx: PlanContext) -> tuple[Loads, bool, str | None, int, list[Diagnos
             entry = entries[step.call.tool]
         if step.cost is not None:
             amount, unit = step.cost.high.amount, step.cost.high.currency
-            comparable &= shared_currency(unit, currency)[0]  # a mismatch here is the currency check's
+            if not shared_currency(unit, currency)[0]:  # reported by the currency check
+                amount = Decimal(0)
+                excluded.append(step_id)
         elif entry is not None and entry.cost_cap is not None:
             amount, unit = entry.cost_cap, entry.currency
             currency = currency or unit
             if not shared_currency(unit, currency)[0]:
-                comparable = False
-                assert step.call is not None
-                diagnostics.append(diagnostic(
-                    "currency-mismatch", step.call.tool_span,
-                    f"step `{step_id}` is charged the `{money_text(amount, unit)}` cap of tool "
-                    f"`{entry.pattern}`, but the plan counts in `{currency}`",
-                    labels=[Label(entry.span, "the cap is here")],
-                    help=f"declare the step's `cost` in `{currency}`"))
+                excluded.append(step_id)
+                # A cap that disagrees with the policy's own cost limit is the policy's to fix (and
+                # reported on it); one that disagrees with the plan's costs is the plan's.
+                if limit is None or shared_currency(unit, limit.currency)[0]:
+                    assert step.call is not None
+                    diagnostics.append(diagnostic(
+                        "currency-mismatch", step.call.tool_span,
+                        f"step `{step_id}` is charged the `{money_text(amount, unit)}` cap of tool "
+                        f"`{entry.pattern}`, but the plan counts in `{currency}`",
+                        labels=[Label(entry.span, "the cap is here")],
+                        help=f"declare the step's `cost` in `{currency}`"))
+                amount = Decimal(0)
         else:
             amount = Decimal(0)
         amounts.append(amount)
@@ -198,9 +211,6 @@ def _loads(ctx: PlanContext) -> tuple[Loads, bool, str | None, int, list[Diagnos
             seconds.append(entry.time_cap)
         else:
             seconds.append(0)
-    limit = ctx.policy.limit("cost") if ctx.policy is not None else None
-    if currency is None and limit is not None:
-        currency = limit.currency
     scale = _scale(amounts + _bound_amounts(ctx))
     order_index = {step_id: index for index, step_id in enumerate(order)}
     pred = ctx.graph.pred
@@ -208,7 +218,7 @@ def _loads(ctx: PlanContext) -> tuple[Loads, bool, str | None, int, list[Diagnos
     loads = Loads(tuple(order), tuple(ctx.graph.steps[s].retry + 1 for s in order),
                   tuple(int(amount * scale) for amount in amounts), tuple(seconds), predecessors,
                   tuple(position[s] for s in order))
-    return loads, comparable, currency, scale, diagnostics
+    return loads, tuple(excluded), currency, scale, diagnostics
 
 
 def _bound_amounts(ctx: PlanContext) -> list[Decimal]:
@@ -227,12 +237,11 @@ def _scale(amounts: Sequence[Decimal]) -> int:
     return 10 ** max(0, places)
 
 
-def _bounds(ctx: PlanContext, currency: str | None, scale: int, *, costs_comparable: bool,
-            diagnostics: list[Diagnostic]) -> list[Bound]:
+def _bounds(ctx: PlanContext, currency: str | None, scale: int, *, diagnostics: list[Diagnostic]) -> list[Bound]:
     bounds: list[Bound] = []
     budget = ctx.plan.budget
     if budget is not None:
-        if budget.cost is not None and costs_comparable and shared_currency(budget.cost.currency, currency)[0]:
+        if budget.cost is not None and shared_currency(budget.cost.currency, currency)[0]:
             bounds.append(Bound("cost", int(budget.cost.amount * scale), f"the plan's budget of `{budget.cost}`",
                                 budget.cost.span))
         if budget.time is not None:
@@ -256,7 +265,7 @@ def _bounds(ctx: PlanContext, currency: str | None, scale: int, *, costs_compara
                         "currency-mismatch", ctx.plan.id_span,
                         f"the plan counts in `{currency}`, but {owner} is in `{limit.currency}`",
                         labels=labels, help="state the plan's costs in the currency of the limit"))
-            elif costs_comparable:
+            else:
                 bounds.append(Bound("cost", int(limit.amount * scale), owner, ctx.plan.id_span, labels))
         elif name == "time" and limit.seconds is not None:
             bounds.append(Bound("time", limit.seconds, owner, ctx.plan.id_span, labels))
@@ -280,6 +289,9 @@ def _render(report: Report, finding: Finding) -> Diagnostic:
                    f"{_amount(report, figure, worst.upper)}"],
             help="simplify the conditions that share results, or raise `solver_time_bound`")
     notes = _execution_notes(report, finding)
+    if figure == "cost" and report.excluded:
+        notes.append("not counted: " + _listed([f"`{step}`" for step in report.excluded], ", ")
+                     + ", whose cost is in another currency (see `currency-mismatch`): the plan can cost more")
     if finding.schedule is not None:
         assert finding.workers is not None and finding.graham is not None
         if finding.verdict == "unprovable":
@@ -350,7 +362,7 @@ def _execution_notes(report: Report, finding: Finding) -> list[str]:
     else:
         running = [i for i in range(len(loads)) if runs[i]]
         charge = (lambda i: loads.attempts[i] * loads.cost[i]) if figure == "cost" else (lambda i: loads.attempts[i])
-        largest = sorted(running, key=lambda i: (-charge(i), i))
+        largest = sorted((i for i in running if loads.steps[i] not in report.excluded), key=lambda i: (-charge(i), i))
         described = [_cost_charge(report, i) if figure == "cost" else _attempts(loads, i) for i in largest]
         notes.append(f"worst case: {len(running)} of {len(loads)} steps run; " + _listed(described, ", "))
     notes.extend(_branch_notes(report, runs, worst))

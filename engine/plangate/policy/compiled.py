@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from plangate.cel.ast import Expr, to_source
 from plangate.diagnostics import Diagnostic, Label, diagnostic
@@ -235,6 +235,7 @@ def compile_policies(policies: Iterable[Policy]) -> tuple[CompiledPolicy, list[D
             if current is None or value.key() < current.key():
                 limits[limit.name] = value
         tests.extend((policy.id, test) for test in policy.tests)
+    _check_cap_currencies(policies, limits.get("cost"), diagnostics)
 
     compiled = CompiledPolicy(
         ids=tuple(p.id for p in policies),
@@ -283,6 +284,25 @@ def _merge_entries(first: CatalogueEntry, second: CatalogueEntry, diagnostics: l
         policies=first.policies + second.policies,
         span=first.span,
     )
+
+
+def _check_cap_currencies(policies: Sequence[Policy], cost_limit: LimitValue | None,
+                          diagnostics: list[Diagnostic]) -> None:
+    """Tool cost caps meet the cost limit (and each other) in every plan's cost bound: one currency."""
+    reference = (cost_limit.currency, cost_limit.span, f"`limit cost` of policy `{cost_limit.policy}`") \
+        if cost_limit is not None and cost_limit.currency else None
+    for policy in policies:
+        for entry in policy.tools:
+            if entry.cost is None or not entry.cost.currency:
+                continue
+            if reference is None:
+                reference = (entry.cost.currency, entry.cost.span, f"the cap of tool `{entry.pattern}`")
+            elif entry.cost.currency != reference[0]:
+                diagnostics.append(diagnostic(
+                    "currency-mismatch", entry.cost.span,
+                    f"tool `{entry.pattern}` is capped at `{entry.cost}`, but {reference[2]} is in `{reference[0]}`",
+                    labels=[Label(reference[1], f"in `{reference[0]}` here")],
+                    help=f"state the cap in `{reference[0]}`"))
 
 
 def _limit_value(policy: str, limit: Limit, diagnostics: list[Diagnostic]) -> LimitValue | None:
