@@ -16,7 +16,11 @@ Rules beyond the plain same-type ones, chosen to match the evaluator:
 - Types that can be `null` (`dyn`, lists, maps, records, durations, timestamps) compare with `null`.
 - The branches of `?:` must have one type; a list or map literal of mixed types is `list(dyn)` or
   `map(K, dyn)`.
-- A literal `duration("…")` or `matches` pattern that cannot work is reported statically.
+- A literal `duration("…")` or `matches` pattern that cannot work is reported statically, and so
+  is a key given twice in a map literal (an error in CEL).
+- A name bound to a `selected_only` record (a step id in a plan) is no value: only `x.field` is;
+  a bare `x` or `x.other` is an `unknown-name` whose help names the record's field. The help of an
+  unknown name lists what may be written here (`x.result` for such a record), not `hidden` names.
 
 Invariant: `check_types` never raises for any tree the parser builds; every finding is a diagnostic.
 """
@@ -27,11 +31,11 @@ from dataclasses import dataclass
 from typing import Mapping, Union
 
 from plangate.cel.ast import (Binary, Call, Conditional, Expr, Ident, Index, ListExpr, Literal, MapExpr,
-                              Select, Unary)
+                              Select, Unary, to_source)
 from plangate.cel.evaluate import INT_MAX, INT_MIN, UINT_MAX, CelError, is_macro, parse_duration, pattern_error
 from plangate.diagnostics import Diagnostic, diagnostic
 from plangate.source import Span
-from plangate.suggest import did_you_mean
+from plangate.suggest import closest, did_you_mean
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,10 +69,13 @@ class RecordType:
 
     name: str
     fields: tuple[tuple[str, "CelType"], ...]
+    # A name bound to a record with `selected_only` is no value of its own: only its fields are
+    # (a step id in a plan means nothing alone, `a.result` is its result).
+    selected_only: bool = False
 
     @classmethod
-    def of(cls, name: str, fields: Mapping[str, "CelType"]) -> "RecordType":
-        return cls(name, tuple(fields.items()))
+    def of(cls, name: str, fields: Mapping[str, "CelType"], selected_only: bool = False) -> "RecordType":
+        return cls(name, tuple(fields.items()), selected_only)
 
     def field_type(self, field: str) -> "CelType | None":
         for name, field_type in self.fields:
@@ -124,9 +131,11 @@ FUNCTIONS = frozenset({"has", "size", "matches", *_CONVERSIONS})
 METHODS = frozenset({"size", *_STRING_METHODS})
 
 
-def check_types(expr: Expr, env: Mapping[str, CelType]) -> tuple[CelType, list[Diagnostic]]:
-    """The type of `expr` where the variables have the types in `env`, and what is wrong in it."""
-    checker = _Checker(env)
+def check_types(expr: Expr, env: Mapping[str, CelType],
+                hidden: frozenset[str] = frozenset()) -> tuple[CelType, list[Diagnostic]]:
+    """The type of `expr` where the variables have the types in `env`, and what is wrong in it.
+    Names in `hidden` are typed (another check reports their use) but never listed or suggested."""
+    checker = _Checker(env, hidden)
     return checker.check(expr), checker.diagnostics
 
 
@@ -169,9 +178,30 @@ def join(left: CelType, right: CelType) -> CelType | None:
 
 
 class _Checker:
-    def __init__(self, env: Mapping[str, CelType]) -> None:
+    def __init__(self, env: Mapping[str, CelType], hidden: frozenset[str] = frozenset()) -> None:
         self.env = env
+        self.hidden = hidden
         self.diagnostics: list[Diagnostic] = []
+
+    def names_in_scope(self) -> list[str]:
+        """What may be written here: each variable, and `x.field` for a selected-only record `x`."""
+        names: list[str] = []
+        for name, cel_type in self.env.items():
+            if name in self.hidden:
+                continue
+            if isinstance(cel_type, RecordType) and cel_type.selected_only:
+                names.extend(f"{name}.{field}" for field, _ in cel_type.fields)
+            else:
+                names.append(name)
+        return names
+
+    def operand(self, expr: Expr) -> CelType:
+        """The type of a selection's operand: a selected-only record is fine here."""
+        if isinstance(expr, Ident):
+            found = self.env.get(expr.name)
+            if isinstance(found, RecordType) and found.selected_only:
+                return found
+        return self.check(expr)
 
     def error(self, span: Span, message: str, help: str | None = None) -> CelType:
         self.diagnostics.append(diagnostic("cel-type-error", span, message, help=help))
@@ -183,7 +213,7 @@ class _Checker:
         if isinstance(expr, Ident):
             return self.ident(expr)
         if isinstance(expr, Select):
-            return self.select(self.check(expr.operand), expr.field, expr)
+            return self.select(self.operand(expr.operand), expr.field, expr)
         if isinstance(expr, Index):
             return self.index(expr)
         if isinstance(expr, Call):
@@ -219,11 +249,20 @@ class _Checker:
 
     def ident(self, expr: Ident) -> CelType:
         found = self.env.get(expr.name)
+        if isinstance(found, RecordType) and found.selected_only:
+            fields = [field for field, _ in found.fields]
+            self.diagnostics.append(diagnostic(
+                "unknown-name", expr.span, f"unknown name `{expr.name}`",
+                help=f"did you mean `{expr.name}.{fields[0]}`?" if fields else None))
+            return DYN
         if found is not None:
             return found
+        names = self.names_in_scope()
+        suggestions = {name.split(".")[0]: name for name in names}
+        match = closest(expr.name, suggestions)
         self.diagnostics.append(diagnostic(
             "unknown-name", expr.span, f"unknown name `{expr.name}`",
-            help=did_you_mean(expr.name, self.env) or _listing("the names here are", self.env)))
+            help=f"did you mean `{suggestions[match]}`?" if match else _listing("the names here are", names)))
         return DYN
 
     def macro(self, expr: Call) -> CelType:
@@ -240,7 +279,7 @@ class _Checker:
         else:
             return self.error(expr.target.span, f"`{expr.function}` iterates over a list or a map, not {_a(collection)}")
         variable = expr.args[0].name  # type: ignore[union-attr]
-        inner = _Checker({**self.env, variable: element})
+        inner = _Checker({**self.env, variable: element}, self.hidden - {variable})
         steps = [inner.check(arg) for arg in expr.args[1:]]
         self.diagnostics.extend(inner.diagnostics)
         predicates = steps[:-1] if expr.function == "map" else steps
@@ -262,6 +301,11 @@ class _Checker:
             if found is not None:
                 return found
             names = [name for name, _ in operand.fields]
+            if operand.selected_only and isinstance(expr, Select) and isinstance(expr.operand, Ident):
+                self.diagnostics.append(diagnostic(
+                    "unknown-name", expr.span, f"unknown name `{expr.operand.name}.{field}`",
+                    help=f"did you mean `{expr.operand.name}.{names[0]}.{field}`?" if names else None))
+                return DYN
             return self.error(expr.span, f"`{operand.name}` has no field `{field}`",
                               help=did_you_mean(field, names) or _listing("its fields are", names))
         if isinstance(operand, MapType):
@@ -336,7 +380,7 @@ class _Checker:
                 self.check(arg)
             return self.error(expr.span, "`has` takes one field selection, such as `has(a.b)`")
         selection = expr.args[0]
-        operand = self.check(selection.operand)
+        operand = self.operand(selection.operand)
         if not (operand == DYN or isinstance(operand, (RecordType, MapType))):
             return self.error(selection.span, f"`has` cannot test a field of a value of type `{operand}`")
         if isinstance(operand, RecordType):
@@ -452,7 +496,15 @@ class _Checker:
 
     def map_literal(self, expr: MapExpr) -> CelType:
         key_type: CelType | None = None
+        seen: list[object] = []
         for key, _ in expr.entries:
+            if isinstance(key, Literal) and key.kind in ("string", "int", "uint", "bool"):
+                # CEL's key equality: 1 and 1u are one key; true is never 1
+                value = (key.kind == "bool", key.value)
+                if value in seen:
+                    self.error(key.span, f"duplicate map key `{to_source(key)}`",
+                               help="a map literal gives each key once")
+                seen.append(value)
             this_key = self.check(key)
             if this_key not in _MAP_KEYS:
                 self.error(key.span, f"a map key cannot be {_a(this_key)}", help="use a string, int, uint or bool")

@@ -1,10 +1,17 @@
 """CEL typing of a plan's expressions: `cel-type-error`, `unknown-name`.
 
-Every expression of a step is type-checked against the plan's environment: each step id is a
-record with one field, `result`, of type `dyn` (results are known only at run time), and inside
-`expect`, `idempotency` and `rollback` the step's own `result` is `dyn` too. `when` and `expect`
-must be `bool` (or `dyn`). Names that are reported elsewhere (a `x.result` naming no step,
-`result` out of its scope) are typed `dyn` here so that one mistake gives one diagnostic.
+Every expression of a step is type-checked against the plan's environment: each step id stands
+for a record with one field, `result`, of type `dyn` (results are known only at run time), that
+is meaningful only as `x.result…` — a bare `x` or `x.other` is an `unknown-name` whose help points
+to `x.result`; inside `expect`, `idempotency` and `rollback` the step's own `result` is `dyn` too.
+`when` and `expect` must be `bool` (or `dyn`). Names that are reported elsewhere (a `x.result`
+naming no step, `result` out of its scope, a step naming its own result) are typed `dyn` here so
+that one mistake gives one diagnostic, and they are neither listed nor suggested in the help.
+
+Constant mistakes: a well-typed expression is then evaluated part by part where no name is read.
+A maximal constant part (no identifier inside, not the branch of a `&&`, `||` or `?:` that may
+absorb its error) that fails to evaluate (`1 / 0`, `int("x")`) fails on every run: it is a
+`cel-type-error` at the innermost failing part.
 """
 
 from __future__ import annotations
@@ -12,29 +19,86 @@ from __future__ import annotations
 from typing import Iterator
 
 from plangate.cel import ast as cel
+from plangate.cel.evaluate import CelError, compile_expr
 from plangate.cel.types import BOOL, DYN, RecordType, check_types
 from plangate.checks.context import PlanContext
 from plangate.diagnostics import Diagnostic, diagnostic
 
 _NEEDS_BOOL = ("when", "expect")
 _OWN_RESULT = ("expect", "idempotency", "rollback")
+_ABSORBING = (cel.Conditional,)
 
 
 def check(ctx: PlanContext) -> Iterator[Diagnostic]:
-    step_type = RecordType.of("step", {"result": DYN})
+    step_type = RecordType.of("step", {"result": DYN}, selected_only=True)
     base = {step_id: step_type for step_id in ctx.graph.steps}
-    for name in ctx.graph.dangling:
-        base.setdefault(name.name, DYN)
+    dangling = frozenset(name.name for name in ctx.graph.dangling if name.name not in base)
+    for name in dangling:
+        base[name] = DYN
     base.setdefault("result", DYN)  # out-of-scope uses are `result-out-of-scope`, not a type error
     for step in ctx.graph.steps.values():
         for clause, expr in _expressions(step):
-            result_type, problems = check_types(expr, base)
+            hidden = dangling | {step.id} | (frozenset() if clause in _OWN_RESULT else {"result"})
+            result_type, problems = check_types(expr, base, hidden)
             yield from problems
-            if not problems and clause in _NEEDS_BOOL and result_type not in (BOOL, DYN):
+            if problems:
+                continue
+            yield from constant_errors(expr)
+            if clause in _NEEDS_BOOL and result_type not in (BOOL, DYN):
                 yield diagnostic("cel-type-error", expr.span,
                                  f"`{clause}` of step `{step.id}` must be a bool, but `{cel.to_source(expr)}` "
                                  f"is {getattr(result_type, 'name', result_type)}",
                                  help="compare it with something: `… == true`, `… > 0`")
+
+
+def constant_errors(expr: cel.Expr) -> Iterator[Diagnostic]:
+    """A `cel-type-error` for each maximal constant part of `expr` that fails on every run."""
+    for part in _constant_parts(expr):
+        if isinstance(compile_expr(part)({}), CelError):
+            culprit = _innermost_failure(part)
+            message = compile_expr(culprit)({})
+            assert isinstance(message, CelError)
+            yield diagnostic("cel-type-error", culprit.span,
+                             f"`{_short(cel.to_source(culprit))}` always fails: {message.message}",
+                             help="this part reads no value of the run, so it fails on every run")
+
+
+def _constant_parts(expr: cel.Expr) -> Iterator[cel.Expr]:
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if _is_constant(node):
+            yield node
+            continue
+        if isinstance(node, cel.Binary) and node.op in ("&&", "||"):
+            continue  # either side's error may be absorbed by the other
+        if isinstance(node, cel.Conditional):
+            stack.append(node.condition)  # a branch may never be taken
+            continue
+        if isinstance(node, cel.Call) and node.function in ("all", "exists", "exists_one", "filter", "map"):
+            continue  # a macro's parts may be absorbed or never evaluated
+        stack.extend(reversed(cel.children(node)))
+
+
+def _is_constant(expr: cel.Expr) -> bool:
+    return not any(isinstance(node, cel.Ident) for node in cel.walk(expr))
+
+
+def _innermost_failure(expr: cel.Expr) -> cel.Expr:
+    """The deepest failing part whose parts all evaluate (the error's origin)."""
+    node = expr
+    while True:
+        if isinstance(node, (cel.Binary, cel.Conditional)) and (
+                isinstance(node, cel.Conditional) or node.op in ("&&", "||")):
+            return node
+        failing = [child for child in cel.children(node) if isinstance(compile_expr(child)({}), CelError)]
+        if not failing:
+            return node
+        node = failing[0]
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 60 else text[:57] + "…"
 
 
 def _expressions(step) -> Iterator[tuple[str, cel.Expr]]:

@@ -1,0 +1,56 @@
+"""Plan expressions: names in scope, step ids only as `x.result…`, constant parts that always fail."""
+
+from __future__ import annotations
+
+from plangate.driver import check_sources
+from plangate.source import SourceFile
+
+
+def diagnostics(plan: str, policy: str | None = None):
+    policies = [SourceFile("p.policy", policy)] if policy is not None else []
+    result = check_sources([SourceFile("p.plan", plan)], policies)
+    return [d for d in result.diagnostics if d.name != "no-policy"]
+
+
+def test_a_bare_step_id_is_an_unknown_name():
+    found = diagnostics("plan p { step a { call a.read() } step b { call a.read(v: a) } }")
+    assert [(d.name, d.message, d.help) for d in found] == [
+        ("unknown-name", "unknown name `a`", "did you mean `a.result`?")]
+
+
+def test_a_field_of_a_step_id_is_an_unknown_name():
+    found = diagnostics("plan p { step a { call a.read() } step b { call a.read(v: a.status) } }")
+    assert [(d.name, d.help) for d in found] == [("unknown-name", "did you mean `a.result.status`?")]
+
+
+def test_the_help_lists_only_names_in_scope():
+    plan = ("plan p { step a { call a.read() } step b { call a.read(v: foo) } "
+            "step c { call a.read() expect foo == 1 } }")
+    call, expect = diagnostics(plan)
+    assert call.help == "the names here are `a.result`, `c.result`"
+    assert expect.help == "the names here are `a.result`, `b.result`, `result`"
+
+
+def test_a_near_miss_suggests_the_result():
+    found = diagnostics("plan p { step build { call a.read() } step b { call a.read(v: biuld) } }")
+    assert found[0].help == "did you mean `build.result`?"
+
+
+def test_result_out_of_scope_is_reported_once():
+    found = diagnostics("plan p { step a { call a.read(v: result) } }")
+    assert [d.name for d in found] == ["result-out-of-scope"]
+
+
+def test_macro_variables_shadow_step_ids():
+    assert diagnostics("plan p { step a { call a.read() } step b { call a.read() when [1].all(a, a > 0) } }") == []
+
+
+def test_constant_parts_that_always_fail():
+    found = diagnostics('plan p { step a { call a.read(v: 1 / 0, w: {"k": 1, "k": 2}) } }')
+    assert [(d.name, d.message) for d in found] == [
+        ("cel-type-error", "`1 / 0` always fails: division by zero"),
+        ("cel-type-error", 'duplicate map key `"k"`')]
+
+
+def test_absorbed_constant_errors_pass():
+    assert diagnostics("plan p { step a { call a.read(v: false && 1 / 0 == 1, w: true ? 1 : 1 / 0) } }") == []
