@@ -143,7 +143,8 @@ def test_an_expired_approval_does_not_count(runtime, demo, clock):
     approval = runtime.approve(run, "route", "alice", "operator")
     assert approval["expires_at"] == "2027-01-15T08:30:00+00:00"  # the plan's `within 30m`, under the policy's 1h
     clock[0] += 31 * MINUTE
-    assert_still_waits(runtime, run, "route", demo, "dns.route")
+    assert_still_waits(runtime, run, "route", demo, "dns.route",
+                       '1 more approval(s) by role "operator"; the approval by `alice` expired at 2027-01-15T08:30:00+00:00')
     runtime.approve(run, "route", "alice", "operator")  # a fresh approval, at the new time
     assert runtime.advance(run).steps["route"]["state"] == "succeeded"
 

@@ -374,6 +374,9 @@ def test_log_verify_detects_an_edited_journal(tmp_path, demo):
                               "WHERE kind = 'result' AND step = 'preview'").rowcount
         raw.commit()
     assert changed == 1
+    shown = plangate("log", run)  # without --verify: shown, with a warning
+    assert shown.returncode == 0 and "record-altered" not in shown.stdout
+    assert f"warning: the journal of run `{run}` does not verify (1 problem(s))" in shown.stderr
     damaged = plangate("log", run, "--verify")
     assert damaged.returncode == 1 and "journal damaged" in damaged.stdout and "record-altered" in damaged.stdout
     refused = plangate("resume", run, "--tools", str(DEMO_TOOLS))
@@ -679,3 +682,65 @@ def test_the_time_budget_stops_a_call_whose_time_bound_would_break_it(tmp_path, 
     assert report.steps["b"]["reason"] == (f"the call may take 300s: after 360.1s so far the run could take 660.1s, "
                                            f"over {who}")
     assert [call[0] for call in toolbox.calls] == ["t.read"]
+
+
+# ------------------------------------------------------------------ how a run ends, and its evidence
+def test_a_failed_step_makes_the_run_exit_1_even_while_another_step_waits(box, capsys):
+    toolbox, runtime = box
+    toolbox.failures["f"] = 1
+    run = start_plan(runtime, """
+  step f { call t.read(key: "f") }
+  step n { call t.send(to: "ops") idempotency "n" approval by role "operator" }
+""")
+    report = runtime.advance(run)
+    assert report.state == "failed" and report.exit_code == 1
+    assert report.message == ("`f` failed: attempt 1 failed: ConnectionError: f is unreachable; "
+                              'still waiting: `n`: waiting for 1 more approval(s) by role "operator"')
+    assert kinds(runtime, run, "run_state") == []  # the run has not ended: `n` may still be approved
+    runtime.approve(run, "n", "alice", "operator")
+    report = runtime.advance(run)
+    assert report.steps["n"]["state"] == "succeeded" and report.state == "failed" and report.exit_code == 1
+    assert [r.body["state"] for r in kinds(runtime, run, "run_state")] == ["failed"]
+
+
+def test_every_completed_check_writes_evidence_and_evidence_names_its_step(box):
+    toolbox, runtime = box
+    run = start_plan(runtime, """
+  step w { call t.write(name: "w") risk reversible_write idempotency "w" expect result.name == "w" }
+  check seen after w { call t.read(key: "w") }
+""")
+    assert runtime.advance(run).state == "succeeded"
+    evidence = kinds(runtime, run, "evidence")
+    assert [(r.step, r.body["step"]) for r in evidence] == [("w", "w"), ("seen", "seen")]
+    check = evidence[1].body
+    assert check["what"] == 'check `seen`: t.read({"key":"w"})' and check["observed"] == {"value": None}
+    assert check["proves"] == "verifies `w` — the check's call returned (it has no `expect`)" and check["passed"]
+
+
+def test_a_hand_settled_result_is_credited_to_the_operator_and_a_failing_hook_is_reported(tmp_path, monkeypatch):
+    monkeypatch.delenv("PLANGATE_FAULT", raising=False)
+
+    @tool("t.write")
+    def write(name: str, idempotency_key: str) -> dict:
+        return {"name": name}
+
+    @write.reconcile
+    def write_reconcile(idempotency_key: str) -> dict | None:
+        raise TimeoutError("the ledger is unreachable")
+
+    registry = ToolRegistry()
+    registry.register(write)
+    with runtime_at(tmp_path / "journal.db", registry) as runtime:
+        run = start_plan(runtime, '  step w { call t.write(name: "w") risk reversible_write idempotency "w" '
+                                  'expect result.name == "w" }')
+        runtime.journal.append(run, "intent", {"tool": "t.write", "args": {"name": "w"}, "idempotency_key": "w",
+                                               "attempt": 1}, step="w")
+        report = runtime.advance(run)
+        assert report.state == "paused" and report.steps["w"]["state"] == "outcome_unknown"
+        assert report.steps["w"]["reason"] == ("the call may have happened, and the reconcile hook failed: "
+                                               "TimeoutError: the ledger is unreachable")
+        assert kinds(runtime, run, "outcome_unknown")[-1].body["reason"] == report.steps["w"]["reason"]
+        runtime.reconcile(run, "w", True, "ops", {"name": "w"})
+        assert runtime.advance(run).state == "succeeded"
+        [evidence] = kinds(runtime, run, "evidence")
+    assert evidence.body["how"] == "result reported by `ops` through `plangate reconcile`"

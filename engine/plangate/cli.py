@@ -229,7 +229,7 @@ def _print_report(report) -> int:
         print(f"  {step_id:<20} {info['state']:<22} attempts {info['attempts']}{reason}")
     if report.state != "succeeded":
         print(report.message)
-    if report.state == "paused":
+    if any(info["state"] in ("waiting_for_approval", "outcome_unknown") for info in report.steps.values()):
         print(f"go on with: plangate resume {report.run} --tools …")
     return report.exit_code
 
@@ -341,7 +341,10 @@ def _log(args: argparse.Namespace) -> int:
     if not records:
         print(f"plangate: there is no run `{args.run_id}` in {args.journal}", file=sys.stderr)
         return 2
-    problems = journal.verify(args.run_id) if args.verify else []
+    problems = journal.verify(args.run_id)
+    if problems and not args.verify:  # shown anyway, but never silently
+        print(f"plangate: warning: the journal of run `{args.run_id}` does not verify ({len(problems)} problem(s)): "
+              f"see `plangate log {args.run_id} --verify`", file=sys.stderr)
     if args.format == "json":
         print(json.dumps({"run": args.run_id, "records": [
             {"seq": r.seq, "kind": r.kind, "step": r.step, "at": r.at, "body": r.body, "hash": r.hash} for r in records],
@@ -352,7 +355,7 @@ def _log(args: argparse.Namespace) -> int:
         if args.verify:
             print("journal verified: the hash chain is whole" if not problems else
                   "journal damaged:\n" + "\n".join(f"  {p}" for p in problems))
-    return 1 if problems else 0
+    return 1 if problems and args.verify else 0
 
 
 def _summary(record) -> str:

@@ -87,6 +87,8 @@ ENDED = frozenset({"aborted", "succeeded", "failed"})  # run states after which 
 GOOD = frozenset({"succeeded", "skipped"})
 BAD = frozenset({"failed", "blocked", "cancelled", "compensated"})
 BOUNDARIES = ("before_intent", "after_intent", "after_call", "after_result")
+HOOK = "reconcile hook"  # who settled an unknown outcome when the tool's hook did
+UNANSWERED = "the call may have happened: its answer was never recorded"
 
 
 class RunError(Exception):
@@ -121,6 +123,7 @@ class RunView:
     cost: float = 0.0
     run_state: str = "running"
     held_by: str | None = None  # another live process that holds the run's lock (it is executing)
+    settled_by: dict[str, str] = field(default_factory=dict)  # step → who settled its last result by hand or hook
 
 
 @dataclass
@@ -254,9 +257,9 @@ class Runtime:
             if view.held_by is not None:  # the process that holds the run is making this call now
                 view.states[step_id] = "running"
                 view.reasons[step_id] = f"the call is in progress in {view.held_by}"
-            else:  # a call with no answer recorded: it may have happened
+            elif view.states.get(step_id) != "outcome_unknown":  # a call with no answer recorded: it may have happened
                 view.states[step_id] = "outcome_unknown"
-                view.reasons[step_id] = "the call may have happened: its answer was never recorded"
+                view.reasons[step_id] = UNANSWERED
         return view
 
     def _fold_whole(self, run: str) -> tuple[RunView, tuple[int, str]]:
@@ -376,13 +379,17 @@ class Runtime:
             if tool is None or tool.reconcile_hook is None:
                 continue
             outcome = invoke_reconcile(tool, intent["idempotency_key"])
-            if not outcome.ok:
+            if not outcome.ok:  # the outcome stays unknown; say why, in the journal and the status
+                self.journal.append(view.run, "outcome_unknown", {
+                    "idempotency_key": intent["idempotency_key"],
+                    "reason": f"the call may have happened, and the reconcile hook failed: {outcome.error}"},
+                    step=step_id)
                 continue
             if outcome.result is None:
-                self.journal.append(view.run, "reconciled", {"happened": False, "by": "reconcile hook"}, step=step_id)
+                self.journal.append(view.run, "reconciled", {"happened": False, "by": HOOK}, step=step_id)
             else:
-                self.journal.append(view.run, "reconciled", {"happened": True, "by": "reconcile hook"}, step=step_id)
-                self.journal.append(view.run, "result", {"result": outcome.result,
+                self.journal.append(view.run, "reconciled", {"happened": True, "by": HOOK}, step=step_id)
+                self.journal.append(view.run, "result", {"result": outcome.result, "settled_by": HOOK,
                                                          "external_ref": _external_ref(outcome.result)}, step=step_id)
 
     def _set(self, view: RunView, step_id: str, state: str, reason: str) -> None:
@@ -541,15 +548,19 @@ class Runtime:
         args_hash = content_hash(args)
         missing = []
         for role, (count, _within) in sorted(needs.items()):
-            approvers = {
-                approval["approver"] for approval in view.approvals.get(step.id, [])
-                if approval["role"] == role and approval["plan_hash"] == view.plan_hash
-                and approval["plan_version"] == view.plan_version and approval["tool"] == step.call.tool
-                and approval["args_hash"] == args_hash and approval.get("run") == view.run
-                and isinstance(approval["approver"], str) and _unexpired(approval["expires_at"], now)
-            }
+            bound = [approval for approval in view.approvals.get(step.id, [])
+                     if approval["role"] == role and approval["plan_hash"] == view.plan_hash
+                     and approval["plan_version"] == view.plan_version and approval["tool"] == step.call.tool
+                     and approval["args_hash"] == args_hash and approval.get("run") == view.run
+                     and isinstance(approval["approver"], str)]
+            approvers = {approval["approver"] for approval in bound if _unexpired(approval["expires_at"], now)}
             if len(approvers) < count:
-                missing.append(f'{count - len(approvers)} more approval(s) by role "{role}"')
+                expired = {approval["approver"]: approval["expires_at"] for approval in bound
+                           if approval["approver"] not in approvers}
+                why = "".join(f"; the approval by `{name}` " + ("expired at " + at if _unexpired(at, float("-inf"))
+                                                                 else "has no readable expiry")
+                              for name, at in sorted(expired.items()))
+                missing.append(f'{count - len(approvers)} more approval(s) by role "{role}"{why}')
         return ("waiting for " + ", ".join(missing)) if missing else None
 
     def _finish(self, view: RunView, step_id: str, call: dict[str, Any], outcome: Outcome) -> None:
@@ -565,6 +576,14 @@ class Runtime:
             self.fault(step_id, "after_result")
         scope = {name: {"result": view.results.get(name)} for name in _predecessors(view.plan, step)}
         scope["result"] = outcome.result
+        settled_by = view.settled_by.get(step_id)
+        if settled_by is None:
+            how = f"result of `{step.call.tool}` (attempt {view.attempts.get(step_id, 0) or 1})"
+        elif settled_by == HOOK:
+            how = f"result given by the reconcile hook of `{step.call.tool}`"
+        else:
+            how = f"result reported by `{settled_by}` through `plangate reconcile`"
+        verifies = "verifies " + ", ".join(f"`{p}`" for p in _predecessors(view.plan, step))
         failed = []
         for expectation in step.expects:
             value = compile_expr(expectation.expr)(scope)
@@ -573,18 +592,24 @@ class Runtime:
                 "what": f"expect {cel.to_source(expectation.expr)}",
                 "observed": _evidence_value(outcome.result),
                 "when": _now_iso(self.clock()),
-                "how": f"result of `{step.call.tool}` (attempt {view.attempts.get(step_id, 0) or 1})",
-                "proves": ("verifies " + ", ".join(f"`{p}`" for p in _predecessors(view.plan, step))
-                           if step.kind == "check" else f"postcondition of `{step_id}`")
+                "how": how,
+                "proves": (verifies if step.kind == "check" else f"postcondition of `{step_id}`")
                           + (" — holds" if passed else " — does not hold"),
                 "step": step_id, "passed": passed,
-            })
+            }, step=step_id)
             if not passed:
                 failed.append(cel.to_source(expectation.expr)
                               + (f" ({value.message})" if isinstance(value, CelError) else ""))
         if failed:
             self._after_failure(view, step, "expectation failed: " + "; ".join(failed), after_result=True)
             return
+        if step.kind == "check" and not step.expects:  # a check's result is evidence, expectations or not
+            self.journal.append(view.run, "evidence", {
+                "what": f"check `{step_id}`: {step.call.tool}({canonical_json(call.get('args', {}))})",
+                "observed": _evidence_value(outcome.result), "when": _now_iso(self.clock()), "how": how,
+                "proves": f"{verifies} — the check's call returned (it has no `expect`)",
+                "step": step_id, "passed": True,
+            }, step=step_id)
         self._set(view, step_id, "succeeded", "the call returned and every `expect` holds")
 
     def _after_failure(self, view: RunView, step: Step, error: str, after_result: bool = False) -> None:
@@ -750,23 +775,29 @@ class Runtime:
         steps = {step_id: {"state": view.states.get(step_id, "ready"), "attempts": view.attempts.get(step_id, 0),
                            "reason": view.reasons.get(step_id)} for step_id in ids}
         states = [info["state"] for info in steps.values()]
+        waits = reason or "; ".join(f"`{k}`: {v['reason'] or v['state']}" for k, v in steps.items()
+                                    if v["state"] in ("waiting_for_approval", "outcome_unknown"))
+        stopped = "; ".join(f"`{k}` {v['state']}: {v['reason']}" for k, v in steps.items()
+                            if v["state"] in ("blocked", "failed"))
         if view.run_state == "aborted":
             state, message = "aborted", "the run was aborted"
         elif view.held_by is not None and view.run_state not in ENDED:
             state, message = "running", f"run `{run}` is being executed by {view.held_by}"
         elif all(s in GOOD for s in states):
             state, message = "succeeded", "every step succeeded or was skipped"
-        elif any(s in ("waiting_for_approval", "outcome_unknown") for s in states) or reason:
-            state = "paused"
-            message = reason or "; ".join(f"`{k}`: {v['reason'] or v['state']}" for k, v in steps.items()
-                                          if v["state"] in ("waiting_for_approval", "outcome_unknown"))
-        elif any(s == "blocked" for s in states):
-            state, message = "blocked", "; ".join(f"`{k}` blocked: {v['reason']}" for k, v in steps.items() if v["state"] == "blocked")
+        elif stopped:  # a blocked or failed step decides the outcome, even while others wait
+            state = "blocked" if "blocked" in states else "failed"
+            message = stopped + (f"; still waiting: {waits}" if waits else "")
+        elif waits:
+            state, message = "paused", waits
         elif any(s in BAD for s in states):
-            state, message = "failed", "; ".join(f"`{k}` {v['state']}: {v['reason']}" for k, v in steps.items() if v["state"] in ("failed",))
+            state, message = "failed", "; ".join(f"`{k}` {v['state']}: {v['reason']}" for k, v in steps.items()
+                                                 if v["state"] in BAD)
         else:
             state, message = "paused", "the run can go on: `plangate resume`"
-        if record and state in ("succeeded", "failed", "blocked") and view.run_state != state:
+        # The run ends only when nothing waits: a step may still be approved or settled, or a new
+        # version may change what was blocked or failed.
+        if record and state in ("succeeded", "failed", "blocked") and not waits and view.run_state != state:
             self.journal.append(run, "run_state", {"state": state, "reason": message})
         return RunReport(run, state, message, steps)
 
@@ -804,7 +835,7 @@ def _copy_view(view: RunView) -> RunView:
     return replace(view, states=dict(view.states), reasons=dict(view.reasons), attempts=dict(view.attempts),
                    results=dict(view.results), open_intents=dict(view.open_intents),
                    marked_unknown=set(view.marked_unknown), stale=set(view.stale),
-                   last_intent=dict(view.last_intent),
+                   last_intent=dict(view.last_intent), settled_by=dict(view.settled_by),
                    approvals={step: list(items) for step, items in view.approvals.items()})
 
 
@@ -849,6 +880,7 @@ def _fold(view: RunView, record: Record) -> None:
         view.open_intents[step] = body
         view.last_intent[step] = body
         view.marked_unknown.discard(step)
+        view.settled_by.pop(step, None)
         view.states[step] = "running"
         view.calls += 1
         planned = _step(view.plan, step)
@@ -859,6 +891,8 @@ def _fold(view: RunView, record: Record) -> None:
     elif kind == "result":
         view.open_intents.pop(step, None)
         view.results[step] = body["result"]
+        if "settled_by" in body:
+            view.settled_by[step] = body["settled_by"]
         if body.get("rollback"):
             pass
         elif step in view.stale:  # an earlier version's call happened: settled, not this version's call
@@ -874,7 +908,7 @@ def _fold(view: RunView, record: Record) -> None:
         view.open_intents.pop(step, None)
     elif kind == "outcome_unknown":
         view.states[step] = "outcome_unknown"
-        view.reasons[step] = "the call may have happened: its answer was never recorded"
+        view.reasons[step] = body.get("reason") or UNANSWERED
         view.marked_unknown.add(step)
     elif kind == "reconciled":
         view.open_intents.pop(step, None)
