@@ -26,11 +26,11 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
         step = facts.step
         if step.call is None:
             continue
-        yield from _call_diagnostics(policy, step, step.call, facts.entry, facts.args, "call")
+        yield from call_diagnostics(policy, step, step.call, facts.entry, facts.args, "call")
         if step.rollback is not None:
             entry = policy.match(step.rollback.tool)
             args = static_arguments(step_id, step.rollback, entry)
-            yield from _call_diagnostics(policy, step, step.rollback, entry, args, "rollback")
+            yield from call_diagnostics(policy, step, step.rollback, entry, args, "rollback")
         if facts.entry is not None and facts.entry.risk is not None and facts.declared_risk is not None \
                 and facts.declared_risk < facts.entry.risk:
             yield diagnostic(
@@ -47,7 +47,7 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
                 help="a check only observes: call a read-only tool, or make this a `step` followed by a `check`")
 
 
-def _call_diagnostics(policy: CompiledPolicy, step: Step, call: ToolCall, entry: CatalogueEntry | None,
+def call_diagnostics(policy: CompiledPolicy, step: Step, call: ToolCall, entry: CatalogueEntry | None,
                       values: dict[str, Any], clause: str) -> Iterator[Diagnostic]:
     if entry is None:
         severity = Severity.WARNING if policy.unknown_tools == "warn" else Severity.ERROR

@@ -2,7 +2,8 @@
 
 Each policy's tests run against that policy compiled on its own. A test's call is decided exactly
 as the runtime decides a call: the step's risk is the higher of the test's `risk` (if any) and the
-catalogue's; the arguments must be constants. An unmatched tool is denied when the policy says
+catalogue's; the arguments must be constants and fit the tool's `args` (else `arg-type`, as in a
+plan). An unmatched tool is denied when the policy says
 `unknown_tools deny` (the default). Expectations: `allow` (no deny fires), `deny` (some deny
 fires), `deny "r"` (deny rule `r` fires), `warn "r"`, `require K` (a requirement of kind K
 applies); every expectation of a test must hold. A failed test is a `policy-test-failed`
@@ -78,6 +79,7 @@ def run_policy_tests(paths: Sequence[str]) -> PolicyTestResult:
 
 def run_test(policy: CompiledPolicy, policy_id: str, test: PolicyTest) -> tuple[TestOutcome, list[Diagnostic]]:
     from plangate.cel.evaluate import CelError, compile_expr
+    from plangate.checks.catalogue import call_diagnostics
     from plangate.policy.decide import evaluator_for
     from plangate.policy.facts import StepFacts, effective_risk, rule_activation
     from plangate.ir.nodes import Step
@@ -94,6 +96,8 @@ def run_test(policy: CompiledPolicy, policy_id: str, test: PolicyTest) -> tuple[
         args[argument.name] = value
     entry = policy.match(test.call.tool)
     step = Step(id="test", call=test.call, risk=test.risk)
+    if entry is not None:  # the call must fit the tool's `args`, as a plan's call must
+        problems.extend(call_diagnostics(policy, step, test.call, entry, args, "call"))
     facts = StepFacts(step=step, entry=entry, declared_risk=test.risk.level if test.risk is not None else None,
                       effective_risk=effective_risk(step, entry), args=args)
     activation = rule_activation(facts, Plan(id=policy_id))
