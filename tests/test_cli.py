@@ -303,7 +303,7 @@ def test_version_through_the_installed_script() -> None:
     assert completed.stdout.strip() == f"plangate {__version__}"
 
 
-@pytest.mark.parametrize("query", ["PG101", "pg101", "unknown-step", " PG101 "])
+@pytest.mark.parametrize("query", ["PG101", "pg101", "unknown-step", " PG101 ", "UNKNOWN-STEP", "Unknown_Step"])
 def test_explain_by_code_or_name(capsys: pytest.CaptureFixture[str], query: str) -> None:
     code, out, _ = run(capsys, "explain", query)
     assert code == 0

@@ -93,8 +93,8 @@ BY_CODE: dict[str, Code] = {code.code: code for code in CODES}
 
 
 def lookup(name_or_code: str) -> Code:
-    """The code for a name (`approval-missing`) or a code (`PG304`, any case)."""
-    code = BY_NAME.get(name_or_code) or BY_CODE.get(name_or_code.upper())
+    """The code for a name (`approval-missing`) or a code (`PG304`), in any case; `_` for `-`."""
+    code = BY_NAME.get(name_or_code.lower().replace("_", "-")) or BY_CODE.get(name_or_code.upper())
     if code is None:
         raise KeyError(name_or_code)
     return code
