@@ -1,6 +1,6 @@
 """`unreachable-step`: a step that can never run.
 
-A step whose `when` is the constant `false` never runs; nor does a step that uses the result of a
+A step whose `when` is constant and false (`false`, `1 > 2`: it reads no name) never runs; nor does a step that uses the result of a
 step that never runs (a skipped step has no result, so whatever refers to it is skipped too; an
 `after` alone only orders, and a skipped step counts as done for it). Only constant conditions are
 judged here; the budget check reasons about the others (which steps can run together).
@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from plangate.cel.ast import Literal
+from plangate.cel.ast import Expr, Ident, walk
+from plangate.cel.evaluate import compile_expr
 from plangate.checks.context import PlanContext
 from plangate.diagnostics import Diagnostic, diagnostic
 
@@ -21,7 +22,7 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
     never: dict[str, str] = {}  # step → the step whose `when` rules it out
     for step_id in ctx.graph.topological_order():
         step = ctx.graph.steps[step_id]
-        if isinstance(step.when, Literal) and step.when.value is False:
+        if step.when is not None and _constant_false(step.when):
             never[step_id] = step_id
             yield diagnostic("unreachable-step", step.when.span, f"step `{step_id}` can never run: its `when` is always false",
                              help="remove the step or give it a real condition")
@@ -33,3 +34,9 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
             yield diagnostic("unreachable-step", step.id_span,
                              f"step `{step_id}` can never run: it uses the result of `{blocked_by}`, which never runs",
                              help="remove the dependency or the step")
+
+
+def _constant_false(condition: Expr) -> bool:
+    if any(isinstance(node, Ident) for node in walk(condition)):
+        return False
+    return compile_expr(condition)({}) is False
