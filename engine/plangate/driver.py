@@ -198,10 +198,15 @@ def _check_sources(plan_sources: Sequence[SourceFile], policy_sources: Sequence[
         _run_checks(PLAN_CHECKS, context, diagnostics, has_policy=compiled is not None,
                     is_dag=graph.is_dag() and not graph.self_edges, timings=timings)
         timings["checks"] += time.perf_counter() - clock
-    if plans and compiled is None and options.get("announce_no_policy"):
-        first = plans[0]
+    if plans and compiled is None and policy_sources:
+        names = ", ".join(f"`{source.name}`" for source in policy_sources)
         diagnostics.append(diagnostic(
-            "no-policy", first.id_span, "no policy was given: tools, risks, approvals, rules and limits were not checked",
+            "no-policy", plans[0].id_span,
+            f"the policy {names} could not be read: tools, risks, approvals, rules and limits were not checked",
+            help="fix the errors reported in the policy, then check again"))
+    elif plans and compiled is None and options.get("announce_no_policy"):
+        diagnostics.append(diagnostic(
+            "no-policy", plans[0].id_span, "no policy was given: tools, risks, approvals, rules and limits were not checked",
             help="pass `--policy FILE` to check tools, risks, approvals, rules and budgets"))
 
     return CheckResult(
