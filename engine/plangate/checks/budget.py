@@ -297,8 +297,8 @@ def _render(report: Report, finding: Finding) -> Diagnostic:
         if finding.verdict == "unprovable":
             return diagnostic(
                 "budget-exceeded", bound.span,
-                f"cannot prove the plan finishes within {bound.described}: with {finding.workers} "
-                f"steps at a time Graham's bound is `{_duration(finding.graham)}`",
+                f"cannot prove the plan finishes within {bound.described}: with {_at_a_time(finding.workers)} "
+                f"Graham's bound is `{_duration(finding.graham)}`",
                 labels=bound.labels, severity=Severity.WARNING,
                 notes=[f"Graham's bound W/m + (1 − 1/m)·L with W = {_duration(worst.upper)} of work, "
                        f"m = {finding.workers} and L = the longest path",
@@ -306,7 +306,7 @@ def _render(report: Report, finding: Finding) -> Diagnostic:
                 help="raise the time budget, shorten steps, or raise `limit concurrency`")
         return diagnostic(
             "budget-exceeded", bound.span,
-            f"with {finding.workers} steps at a time the plan can take `{_duration(finding.schedule.makespan)}`, "
+            f"with {_at_a_time(finding.workers)} the plan can take `{_duration(finding.schedule.makespan)}`, "
             f"over {bound.described}",
             labels=bound.labels, notes=notes,
             help="raise the time budget, shorten steps, or raise `limit concurrency`")
@@ -318,6 +318,10 @@ def _render(report: Report, finding: Finding) -> Diagnostic:
         help={"cost": "lower costs or retries, make steps conditional, or raise the budget",
               "calls": "lower retries or steps, or raise the budget",
               "time": "shorten the critical path or raise the budget"}[figure])
+
+
+def _at_a_time(workers: int) -> str:
+    return f"{workers} step{'s' if workers != 1 else ''} at a time"
 
 
 def _figure_name(figure: str) -> str:

@@ -40,7 +40,7 @@ def limit_text(limit: LimitValue) -> str:
 
 
 def currency_mismatch(span: Span, what: str, money: str, other: str, other_span: Span) -> Diagnostic:
-    return diagnostic("currency-mismatch", span, f"{what} `{money}` cannot be compared with `{other}`",
+    return diagnostic("currency-mismatch", span, f"{what} `{money}`, which cannot be compared with `{other}`",
                       labels=[Label(other_span, f"`{other}` is here")],
                       help="state both amounts in one currency")
 
