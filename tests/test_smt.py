@@ -275,3 +275,36 @@ def test_ill_typed_keys_are_errors(text):
     assert result.outcome in ("never", "may", "must")
     if result.outcome == "never":
         assert runtime(instantiate(ACTIVATION, {"x.result.ok": True})) is not True
+
+
+# -- concatenations decided exactly, under the premise that the computed argument evaluates ------
+
+@pytest.mark.parametrize("argument, condition, outcome", [
+    ('"DROP TABLE " + g.result.name', 'sql.startsWith("DROP")', "must"),
+    ('"DROP TABLE " + g.result.name', 'sql.contains("TABLE ")', "must"),
+    ('g.result.name + ".tmp"', 'sql.endsWith(".tmp")', "must"),
+    ('"DROP TABLE " + g.result.name', 'sql == "DROP TABLE users"', "may"),
+    ('"DROP TABLE " + g.result.name', 'sql.startsWith("SELECT")', "never"),
+    ('"a" + g.result.x + "b"', 'size(sql) >= 2 && sql.startsWith("a") && sql.endsWith("b")', "must"),
+    ('"id-" + string(g.result.n + 1)', 'sql.startsWith("id-")', "must"),
+    ('"id-" + string(g.result.n + 1)', 'sql == "id--4"', "may"),
+    ('"id-" + string(g.result.n + 1)', 'sql == "id-1x"', "never"),
+])
+def test_conditions_over_concatenations(argument, condition, outcome):
+    computed = parse(argument)
+    expr = parse(condition.replace("sql", f"({argument})"))
+    activation = {"g": {"result": Unknown("g.result")}}
+    result = decide(expr, activation, 5.0, assume=(computed,))
+    assert result.outcome == outcome, result
+    if outcome != "never":
+        assert fires(condition.replace("sql", f"({argument})"), instantiate(activation, result.witness or {}))
+
+
+def test_without_the_premise_an_absent_part_may_fail():
+    expr = parse('("DROP TABLE " + g.result.name).startsWith("DROP")')
+    assert decide(expr, {"g": {"result": Unknown("g.result")}}).outcome == "may"
+
+
+def test_a_premise_that_cannot_hold_never_fires():
+    result = decide(parse("g.result.ok"), {"g": {"result": Unknown("g.result")}}, assume=(parse("1 / 0"),))
+    assert result.outcome == "never"

@@ -10,7 +10,9 @@ a witness; a warn rule that must or may fire is a warning. A rule outside the su
 reasons about is reported once as decided at run time — never silently taken as true or false.
 Rules that read only `plan` are decided once for the plan, not per step. An argument the call
 computes from earlier results is reasoned about through that computation (`policy.facts.symbolic`),
-so a witness names the results themselves.
+so a witness names the results themselves, under the premise that the computation evaluates (the
+call is made only when its arguments do: `"DROP " + g.result.name` is a string starting with
+"DROP" on every run that makes the call).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from plangate.checks.context import PlanContext
 from plangate.diagnostics import Diagnostic, Label, diagnostic
 from plangate.policy.compiled import CompiledRule
 from plangate.policy.decide import StaticVerdict, evaluator_for
-from plangate.policy.facts import StepFacts, plan_facts, plan_record, rule_activation, symbolic
+from plangate.policy.facts import StepFacts, arguments_read, plan_facts, plan_record, rule_activation, symbolic
 
 _STEP_NAMES = {"step", "call", "args"}
 
@@ -70,15 +72,34 @@ def decide_for_step(evaluator: Any, when: cel.Expr, facts: StepFacts, activation
     when that is outside what the solver reasons about, with the computed arguments as opaque
     values of their declared types. Shared by deny/warn rules and requirements."""
     condition, results = symbolic(when, facts)
-    verdict = _decide_condition(evaluator, condition, {**results, **activation}, facts, ctx)
-    if verdict.outcome == "runtime" and condition is not when:
-        return _decide_condition(evaluator, when, dict(activation), facts, ctx)
-    return verdict
+    if condition is not when:
+        read = arguments_read(when)
+        assume = tuple(expr for name, expr in facts.computed.items() if name in read)
+        verdict = _decide_condition(evaluator, condition, {**results, **activation}, facts, ctx, assume)
+        if verdict.outcome != "runtime":
+            return verdict
+    return _decide_condition(evaluator, when, dict(activation), facts, ctx)
+
+
+def _verdict(evaluator: Any, expr: cel.Expr, scope: dict[str, Any], unknown: bool,
+             assume: tuple[cel.Expr, ...]) -> StaticVerdict:
+    """The evaluator's verdict; with `assume`, the solver's under the premise that those
+    expressions evaluate (the call is made only when its computed arguments do)."""
+    if not assume:
+        return evaluator.verdict(expr, scope, unknown)
+    outcome = evaluator.holds(expr, scope)
+    if isinstance(outcome, bool):
+        return StaticVerdict("must" if outcome else "never")
+    from plangate.policy.decide import _seconds_for_durations
+    from plangate.smt.decide import decide
+
+    answer = decide(expr, _seconds_for_durations(scope), assume=assume)
+    return StaticVerdict(answer.outcome, answer.witness, answer.reason)
 
 
 def _decide_condition(evaluator: Any, condition: cel.Expr, scope: dict[str, Any], facts: StepFacts,
-                      ctx: PlanContext) -> StaticVerdict:
-    alone = evaluator.verdict(condition, scope, facts.unknown_args)
+                      ctx: PlanContext, assume: tuple[cel.Expr, ...] = ()) -> StaticVerdict:
+    alone = _verdict(evaluator, condition, scope, facts.unknown_args, assume)
     when = facts.step.when
     if when is None or alone.outcome in ("never", "runtime", "unknown"):
         return alone  # a rule that cannot fire on any call cannot fire on the runs where the step runs
@@ -88,10 +109,10 @@ def _decide_condition(evaluator: Any, condition: cel.Expr, scope: dict[str, Any]
         if isinstance(node, cel.Ident) and node.name in ctx.graph.steps:
             scope.setdefault(node.name, {"result": Unknown(f"{node.name}.result", "dyn")})
     together = cel.Binary("&&", when, condition)
-    possible = evaluator.verdict(together, scope, True)
+    possible = _verdict(evaluator, together, scope, True, assume)
     if possible.outcome in ("never", "runtime", "unknown"):
         return possible
-    otherwise = evaluator.verdict(cel.Binary("&&", when, cel.Unary("!", condition)), scope, True)
+    otherwise = _verdict(evaluator, cel.Binary("&&", when, cel.Unary("!", condition)), scope, True, assume)
     if otherwise.outcome == "never":
         return StaticVerdict("must", possible.witness)
     if otherwise.outcome in ("runtime", "unknown"):

@@ -12,6 +12,10 @@ satisfiable?) and can it fail to fire (¬fires ∧ background satisfiable?).
                                 "may" if only the second question is undecided (reason says so)
     outside the subset        → "runtime" (reason: what is outside; never a silent true or false)
 
+`assume` are expressions known to evaluate without error on every run that matters (the arguments
+a call computes: the call is made only when they evaluate); both questions are asked under that
+premise.
+
 "Fires" follows CEL: an error (a missing field, a type mismatch, a division by zero) makes the
 condition not fire, so a field selected from a run-time value may be absent unless the
 condition's own logic rules that out. When no `Unknown` is reached the encoder folds the condition
@@ -24,11 +28,11 @@ by the witness's values (fields the witness does not give stay absent).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, Sequence
 
 from plangate.cel.ast import Expr
 from plangate.smt import solve
-from plangate.smt.encode import Encoder, Unknown, Unsupported
+from plangate.smt.encode import Encoder, Unknown, Unsupported, conj
 
 __all__ = ["Unknown", "Verdict", "decide", "instantiate"]
 
@@ -40,13 +44,17 @@ class Verdict:
     reason: str | None = None  # why, for "unknown" and "runtime"
 
 
-def decide(condition: Expr, activation: Mapping[str, object], time_bound: float = 2.0) -> Verdict:
+def decide(condition: Expr, activation: Mapping[str, object], time_bound: float = 2.0,
+           assume: Sequence[Expr] = ()) -> Verdict:
     encoder = Encoder(activation)
     try:
+        premise = conj(*(encoder.evaluates(expr) for expr in assume))
         fires = encoder.fires(condition)
-        if fires in ("true", "false"):
+        if premise == "false":
+            return Verdict("never")
+        if fires in ("true", "false") and premise == "true":
             return Verdict("must", {}) if fires == "true" else Verdict("never")
-        background = "\n".join(encoder.declarations())
+        background = "\n".join([*encoder.declarations(), *([f"(assert {premise})"] if premise != "true" else [])])
         values = encoder.values()
     except Unsupported as error:
         return Verdict("runtime", reason=error.reason)

@@ -30,8 +30,9 @@ Invariants:
   never mixes types (an error).
 - The subset: booleans, ints (64-bit: overflow is an error, division truncates as in CEL),
   doubles (as reals: rounding, infinities and NaN are not modelled; a double divided by zero is
-  an unconstrained real), strings (`==`, ordering, `+`, `size`, `startsWith`, `endsWith`,
-  `contains`; `size` of a run-time value is a string's length), comparisons, `in` over lists and
+  an unconstrained real), strings (`==`, ordering, `+` — concatenation, so `"DROP " + x` starts
+  with "DROP" whatever `x` is —, `size`, `startsWith`, `endsWith`, `contains`, `string()` of a
+  string or an int; `size` of a run-time value is a string's length), comparisons, `in` over lists and
   maps whose items are known, `has()`, `?:`, and `duration("1h30m")` (a number of seconds).
 - Output is deterministic and depends only on the shape of what was encoded: constants are named
   in order of first use (`x0`, `h0`…), so two conditions of one shape give one text (the budget
@@ -255,6 +256,21 @@ class Encoder:
     def fires(self, expr: Expr) -> str:
         """The formula under which `expr`, used as a condition, evaluates to true."""
         return self.as_cond(self.evaluate(expr)).true
+
+    def evaluates(self, expr: Expr) -> str:
+        """The formula under which `expr` evaluates without error (whatever its value)."""
+        value = self.evaluate(expr)
+        if isinstance(value, Error):
+            return "false"
+        if isinstance(value, Cond):
+            return disj(value.true, value.false)
+        if isinstance(value, Variable):
+            return value.presence
+        if isinstance(value, Term):
+            return value.defined
+        if _holds_symbolic(value):
+            raise Unsupported("a list or map of values known only at run time")
+        return "true"
 
     def declarations(self) -> list[str]:
         """Declarations and background facts (presence chains, 64-bit ints) for what was encoded."""
@@ -703,6 +719,8 @@ class Encoder:
             return self.duration(self.evaluate(expr.args[0]))
         if name == "size" and len(expr.args) + (expr.target is not None) == 1:
             return self.size(self.evaluate(expr.target if expr.target is not None else expr.args[0]))
+        if name == "string" and expr.target is None and len(expr.args) == 1:
+            return self.to_string(self.evaluate(expr.args[0]))
         if name in ("startsWith", "endsWith", "contains") and expr.target is not None and len(expr.args) == 1:
             return self.string_test(name, self.evaluate(expr.target), self.evaluate(expr.args[0]))
         raise Unsupported(f"`{name}` is outside the subset the checker reasons about")
@@ -740,6 +758,28 @@ class Encoder:
             self.unify(term.sort, self._fixed["String"], value)
             return Term(f"(str.len {term.text})", self._fixed["Int"], term.defined)
         return Error(f"no `size` for a {kind_of(value)}")
+
+    def to_string(self, value: object) -> object:
+        """`string(x)` of a string (itself) or an int (its decimal digits, `-` first when negative)."""
+        if isinstance(value, Error):
+            return value
+        if not isinstance(value, SYMBOLIC):
+            if isinstance(value, str):
+                return value
+            if isinstance(value, int) and not isinstance(value, bool):
+                return str(value)
+            if isinstance(value, bool):
+                return "true" if value else "false"
+            raise Unsupported(f"`string()` of a {kind_of(value)}")
+        term = self.term(value)
+        sort = term.sort.find().sort
+        if sort == "String":
+            return term
+        if sort == "Int":
+            text = (f"(ite (>= {term.text} 0) (str.from_int {term.text}) "
+                    f"(str.++ \"-\" (str.from_int (- {term.text}))))")
+            return Term(text, self._fixed["String"], term.defined)
+        raise Unsupported(f"`string()` of {SORT_NAMES.get(sort or '', 'a value')} known only at run time")
 
     def string_test(self, name: str, target: object, argument: object) -> object:
         if isinstance(target, Error) or isinstance(argument, Error):
