@@ -153,6 +153,22 @@ def test_failing_policy_tests_text_report(tmp_path, capsys):
     assert "did you mean `large-refund`?" in out
 
 
+def test_policy_tests_as_junit_one_case_per_test_block(tmp_path, capsys):
+    import xml.etree.ElementTree as ET
+
+    path = write(tmp_path, "shop.policy", FAILING)
+    code, out, _ = run(capsys, "test", path, "--format", "junit")
+    assert code == 1
+    suite = ET.fromstring(out).find("testsuite")
+    cases = {case.get("name"): case for case in suite.findall("testcase")}
+    assert suite.get("tests") == "5" and suite.get("failures") == "4"
+    assert len(cases) == 5
+    assert cases["a refund needs an approval"].find("failure") is None
+    failure = cases["an unknown tool is allowed"].find("failure")
+    assert failure is not None and "policy-test-failed" in failure.get("type")
+    assert all(case.get("classname") == str(path) for case in cases.values())
+
+
 def test_expect_require_approval(tmp_path, capsys):
     text = """\
 policy approvals {

@@ -168,13 +168,16 @@ def _explain(args: argparse.Namespace) -> int:
 
 
 def _test(args: argparse.Namespace) -> int:
-    from plangate.diagnostics.render import render
+    from plangate.diagnostics.render import render, render_test_junit
     from plangate.policy.testing import run_policy_tests
 
     result = run_policy_tests(args.policies)
-    text = render(result.diagnostics, result.sources, args.format, files=result.files,
-                  color=args.output is None and args.format == "text" and _use_color("auto", sys.stdout),
-                  tool_version=__version__)
+    if args.format == "junit":  # a test case per policy test, not per file
+        text = render_test_junit(result.outcomes, result.diagnostics, result.sources, files=result.files)
+    else:
+        text = render(result.diagnostics, result.sources, args.format, files=result.files,
+                      color=args.output is None and args.format == "text" and _use_color("auto", sys.stdout),
+                      tool_version=__version__)
     if args.format == "text":
         text = result.report + ("\n" + text if result.diagnostics else "")
     failed = _emit(text, args.output)

@@ -457,16 +457,39 @@ def render_junit(diagnostics: list[Diagnostic], sources: SourceMap, *, files: li
     `tests` counts test cases and `failures` the test cases with at least one failure. A diagnostic
     whose file was not among `files` gets a test case of its own, so that no error is dropped.
     """
-    cases: dict[str, list[Diagnostic]] = {name: [] for name in files}
+    by_file: dict[str, list[Diagnostic]] = {name: [] for name in files}
     for item in diagnostics:
-        cases.setdefault(item.file or _NO_FILE_CASE, []).append(item)
-    failed = sum(any(item.severity is Severity.ERROR for item in found) for found in cases.values())
-    counts = {"tests": str(len(cases)), "failures": str(failed), "errors": "0"}
+        by_file.setdefault(item.file or _NO_FILE_CASE, []).append(item)
+    return _junit_document([("plangate", name, found, _has_error(found)) for name, found in by_file.items()], sources)
 
+
+def render_test_junit(outcomes: list, diagnostics: list[Diagnostic], sources: SourceMap, *,
+                      files: list[str]) -> str:
+    """`plangate test` as JUnit: one test case per policy `test` block (classname: its file), failed
+    when it does not get its expected decision or reports an error; then one per file for what
+    belongs to no test (a policy that does not parse, a malformed rule)."""
+    owned = {id(item) for outcome in outcomes for item in outcome.problems}
+    cases = [(outcome.file or outcome.policy, outcome.name, outcome.problems,
+              not outcome.passed or _has_error(outcome.problems)) for outcome in outcomes]
+    by_file: dict[str, list[Diagnostic]] = {}
+    for item in diagnostics:
+        if id(item) not in owned:
+            by_file.setdefault(item.file or _NO_FILE_CASE, []).append(item)
+    cases.extend(("plangate", name, found, _has_error(found)) for name, found in by_file.items())
+    return _junit_document(cases, sources)
+
+
+def _has_error(found: list[Diagnostic]) -> bool:
+    return any(item.severity is Severity.ERROR for item in found)
+
+
+def _junit_document(cases: list[tuple[str, str, list[Diagnostic], bool]], sources: SourceMap) -> str:
+    """cases: (classname, name, diagnostics, failed). Errors are `<failure>`s, the rest `<system-out>`."""
+    counts = {"tests": str(len(cases)), "failures": str(sum(failed for *_, failed in cases)), "errors": "0"}
     root = ET.Element("testsuites", {"name": "plangate", **counts})
     suite = ET.SubElement(root, "testsuite", {"name": "plangate", **counts, "skipped": "0"})
-    for name, found in cases.items():
-        case = ET.SubElement(suite, "testcase", {"classname": "plangate", "name": _xml_text(name)})
+    for classname, name, found, failed in cases:
+        case = ET.SubElement(suite, "testcase", {"classname": _xml_text(classname), "name": _xml_text(name)})
         output = []
         for item in found:
             text = _xml_text(format_diagnostic(item, sources))
@@ -477,6 +500,8 @@ def render_junit(diagnostics: list[Diagnostic], sources: SourceMap, *, files: li
                 failure.text = text
             else:
                 output.append(text)
+        if failed and not _has_error(found):
+            ET.SubElement(case, "failure", {"type": "failed", "message": "the test did not pass"})
         if output:
             ET.SubElement(case, "system-out").text = "\n\n".join(output)
     ET.indent(root)

@@ -28,6 +28,8 @@ class TestOutcome:
     name: str
     passed: bool
     decided: str
+    file: str = ""
+    problems: list[Diagnostic] = field(default_factory=list)  # what this test reported
 
 
 @dataclass
@@ -71,6 +73,7 @@ def run_policy_tests(paths: Sequence[str]) -> PolicyTestResult:
         compiled, _ = compile_policies([policy])
         for test in policy.tests:
             outcome, problems = run_test(compiled, policy.id, test)
+            outcome.file, outcome.problems = test.span.file, problems
             result.outcomes.append(outcome)
             result.diagnostics.extend(problems)
     result.diagnostics.sort(key=Diagnostic.sort_key)
