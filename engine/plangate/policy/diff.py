@@ -186,7 +186,7 @@ class _Side:
 class _Model:
     """Both policies' conditions on the calls of one tool class, over shared unknowns."""
 
-    def __init__(self, policies: dict[str, CompiledPolicy], tool_class: ToolClass) -> None:
+    def __init__(self, policies: dict[str, CompiledPolicy], tool_class: ToolClass, typed_by: str = "new") -> None:
         from plangate.smt.decide import Unknown
         from plangate.smt.encode import Encoder, Unsupported
 
@@ -196,6 +196,7 @@ class _Model:
         self.tags: dict[str, str] = {}  # argument path → its type tag constant
         self.facts: list[str] = []
         self.failure: str | None = None
+        self.typed_by = typed_by
         tool: Any = tool_class.exact if tool_class.exact is not None else Unknown("call.tool", "string")
         risks = {side: self.sides[side].entry.risk if self.sides[side].entry is not None else None for side in SIDES}
         for side in SIDES:
@@ -231,9 +232,10 @@ class _Model:
             self.tool = encoder.term(encoder.reach(Unknown("call.tool", "string"))).text
         self.args = encoder.reach(Unknown("args", "dyn"))
         encoder.bind_map(self.args)
-        # The arguments' own fields first, typed by a schema (the NEW side's where both declare a
-        # type that the other's values could not have: a witness then needs that argument absent).
-        schemas = [self.sides[side].schema for side in ("new", "old")]
+        # The arguments' own fields first, typed by a schema: `typed_by`'s where both declare one
+        # (a value of that type may not fit the other side's: the witnesses of the other side
+        # allowing come from a model typed by it, see `_compare`).
+        schemas = [self.sides[side].schema for side in (self.typed_by, "old" if self.typed_by == "new" else "new")]
         typed: dict[str, str] = {}
         for schema in schemas:
             for name, spec in (schema or {}).items():
@@ -366,7 +368,7 @@ class _Model:
                 self.facts.append(f"(assert (= {variable.name} {effective}))")
         bounds = {"step.retry": "(<= 0 {})", "step.cost": "(<= 0.0 {})", "step.time": "(<= 0.0 {})",
                   "plan.version": "(<= 0 {})",
-                  "step.kind": f'(or (= {{}} {string_text("step")}) (= {{}} {string_text("check")}))'}
+                  "step.kind": f'(or (= {{0}} {string_text("step")}) (= {{0}} {string_text("check")}))'}
         for path, fact in bounds.items():
             variable = encoder.variables.get(path)
             if variable is not None and variable.used:
@@ -396,15 +398,22 @@ class _Model:
         return f"(assert (= {variable.name} {string_text('step')}))"
 
     def witness(self, model: dict[str, Any]) -> "Witness":
+        from plangate.cel.evaluate import Duration
         from plangate.smt.decide import Unknown, instantiate
 
         decoded = self.encoder.decode(model)
         tool = self.tool_class.exact if self.tool_class.exact is not None else str(decoded.get("call.tool", ""))
         args = instantiate({"args": Unknown("args")}, decoded)["args"]
         args = dict(args) if isinstance(args, dict) else {}
-        schema = self.sides["new"].schema or self.sides["old"].schema or {}
+        other = "old" if self.typed_by == "new" else "new"
+        schema = self.sides[self.typed_by].schema or self.sides[other].schema or {}
         for variable in self._arguments():
             name = variable.path[len("args."):]
+            if name in args and name in schema and schema[name].type == "duration":
+                # the solver's seconds, as the duration the call passes
+                seconds = args[name] if isinstance(args[name], (int, float)) and not isinstance(args[name], bool) else 0
+                args[name] = Duration.from_seconds(Fraction(seconds))
+                continue
             if name not in args or args[name] is not None:
                 continue
             tag = self.tags.get(variable.path)
@@ -471,17 +480,22 @@ class Witness:
         activation["plan"] = {"id": get("plan.id", "p"), "version": get("plan.version", 0), "budget": budget}
         return activation
 
-    def text(self, entries: dict[str, CatalogueEntry | None]) -> str:
+    def text(self, entries: dict[str, CatalogueEntry | None], read: frozenset[str]) -> str:
+        """The call, with the step and plan fields that the compared conditions (`read`) read."""
         parts = [f"`call.tool` = {json.dumps(self.tool)}"]
         parts += [f"`args.{name}` = {_show(value)}" for name, value in sorted(self.args.items())]
         if not self.args:
             parts.append("no arguments")
-        if self.reads_risk:
+        if self.reads_risk and "step.risk" in read:
             old, new = self.risk(entries["old"]), self.risk(entries["new"])
-            parts.append(f"`step.risk` = {old.name}" if old == new else
+            declared = " (declared by the step)" if self.declared is not None and all(
+                self.declared > (entry.risk if entry is not None and entry.risk is not None else -1)
+                for entry in entries.values()) else ""
+            parts.append(f"`step.risk` = {old.name}{declared}" if old == new else
                          f"`step.risk` = {old.name} under OLD, {new.name} under NEW")
         parts += [f"`{path}` = " + (f'duration("{_show(value)}s")' if path in DURATIONS else _show(value))
-                  for path, value in sorted(self.fields.items()) if value is not None and not isinstance(value, dict)]
+                  for path, value in sorted(self.fields.items())
+                  if value is not None and not isinstance(value, dict) and _within(path, read)]
         return ", ".join(parts)
 
     def json(self, entries: dict[str, CatalogueEntry | None]) -> dict[str, Any]:
@@ -489,6 +503,26 @@ class Witness:
                 "declared_risk": Risk(self.declared).name if self.declared is not None else None,
                 "risk": {side: self.risk(entries[side]).name for side in SIDES},
                 "fields": _plain({path: value for path, value in self.fields.items() if not isinstance(value, dict)})}
+
+
+def _within(path: str, read: frozenset[str]) -> bool:
+    return any(path == r or path.startswith(r + ".") or r.startswith(path + ".") for r in read)
+
+
+def read_paths(conditions: list[cel.Expr | None]) -> frozenset[str]:
+    """The field paths (`step.risk`, `plan.budget.time`) that the conditions select."""
+    found: set[str] = set()
+    for condition in conditions:
+        if condition is None:
+            continue
+        for node in cel.walk(condition):
+            fields: list[str] = []
+            while isinstance(node, cel.Select):
+                fields.append(node.field)
+                node = node.operand
+            if isinstance(node, cel.Ident) and fields:
+                found.add(".".join([node.name, *reversed(fields)]))
+    return frozenset(found)
 
 
 @dataclass
@@ -568,6 +602,7 @@ class Finding:
     decisions: dict[str, Decision] = field(default_factory=dict)
     confirmed: bool = True
     reason: str | None = None
+    read: frozenset[str] = frozenset()  # what the compared conditions read (shown with the witness)
 
 
 def _compare(policies: dict[str, CompiledPolicy], time_bound: float) -> dict[Question, list[Finding]]:
@@ -586,12 +621,16 @@ def _compare(policies: dict[str, CompiledPolicy], time_bound: float) -> dict[Que
         entries = {side: model.sides[side].entry for side in SIDES}
         if not any(model.sides[side].admitted for side in SIDES):
             continue  # both deny every call of this class as unknown
-        if model.failure is not None:
+        # Where the schemas type one argument differently, OLD allowing is asked of a model typed by OLD.
+        models = {"new": model, "old": _Model(policies, tool_class, "old") if _types_differ(model) else model}
+        failure = model.failure or models["old"].failure
+        if failure is not None:
             for question in questions:
-                results[question].append(Finding(tool_class, "runtime", entries=entries, reason=model.failure))
+                results[question].append(Finding(tool_class, "runtime", entries=entries, reason=failure))
             continue
         asked: list[tuple[Question, Any]] = []
         for question in questions:
+            model = models["old" if question == Question("allow", "", "tightened") else "new"]
             formula = _formula(model, question)
             if isinstance(formula, tuple):
                 results[question].append(Finding(tool_class, "runtime", entries=entries, reason=formula[1]))
@@ -607,6 +646,7 @@ def _compare(policies: dict[str, CompiledPolicy], time_bound: float) -> dict[Que
             asked, answers = asked[::2], [nice if nice.status == "sat" else answer
                                           for answer, nice in zip(answers[::2], answers[1::2])]
         for (question, _), answer in zip(asked, answers):
+            model = models["old" if question == Question("allow", "", "tightened") else "new"]
             if answer.status == "unsat":
                 continue
             if answer.status != "sat":
@@ -616,8 +656,28 @@ def _compare(policies: dict[str, CompiledPolicy], time_bound: float) -> dict[Que
             witness = model.witness(answer.model)
             decisions = {side: decide_witness(policies[side], entries[side], witness) for side in SIDES}
             results[question].append(Finding(tool_class, "witness", witness, entries, decisions,
-                                             _confirms(question, decisions)))
+                                             _confirms(question, decisions), read=_conditions_read(policies, question)))
     return results
+
+
+def _conditions_read(policies: dict[str, CompiledPolicy], question: Question) -> frozenset[str]:
+    conditions: list[cel.Expr | None] = []
+    for policy in policies.values():
+        if question.kind in ("allow", "warn"):
+            effect = "deny" if question.kind == "allow" else "warn"
+            conditions += [r.when for r in policy.rules if r.effect == effect and (effect == "deny" or r.name == question.name)]
+        elif question.kind == "require":
+            conditions += [r.when for r in policy.requirements if r.kind == question.name]
+        else:
+            conditions += [r.when for r in policy.requirements if r.approval is not None and r.approval.role == question.name]
+    return read_paths(conditions)
+
+
+def _types_differ(model: _Model) -> bool:
+    old, new = model.sides["old"].schema, model.sides["new"].schema
+    if old is None or new is None:
+        return False
+    return any(old[name].type != new[name].type for name in old.keys() & new.keys())
 
 
 def _formula(model: _Model, question: Question) -> str | tuple[str, str]:
@@ -759,7 +819,7 @@ def _allow_changes(results: dict[Question, list[Finding]], changes: list[Change]
             reasons = "; ".join(first.decisions[denying].reasons) or "no reason found"
             kind = direction if first.confirmed else "changed"
             changes.append(Change(kind, "allowed calls",
-                                  f"{what}: {first.witness.text(first.entries)} ({NAMES[denying]}: {reasons})"
+                                  f"{what}: {first.witness.text(first.entries, first.read)} ({NAMES[denying]}: {reasons})"
                                   f"{_also(group)}{_unconfirmed(first)}", _witness_json(group)))
         _undecided(question, findings, what, changes, "allowed calls")
     return differs
@@ -809,7 +869,7 @@ def _requirement_changes(policies: dict[str, CompiledPolicy], results: dict[Ques
                 why = "; ".join(f"{NAMES[side]}: {_approval_text(first.decisions[side].approvals.get(question.name))}"
                                 for side in SIDES)
             kind = question.direction if first.confirmed else "changed"
-            changes.append(Change(kind, subject, f"{what}: {first.witness.text(first.entries)} ({why})"
+            changes.append(Change(kind, subject, f"{what}: {first.witness.text(first.entries, first.read)} ({why})"
                                   f"{_also(group)}{_unconfirmed(first)}", _witness_json(group)))
         _undecided(question, findings, what, changes, subject)
     # Requirements rewritten without a witness: listed, never counted.
@@ -858,7 +918,7 @@ def _warn_changes(policies: dict[str, CompiledPolicy], results: dict[Question, l
             if found:
                 first = found[0]
                 assert first.witness is not None
-                sentences.append(f"{NAMES[having]} warns and {NAMES[lacking]} does not on {first.witness.text(first.entries)}"
+                sentences.append(f"{NAMES[having]} warns and {NAMES[lacking]} does not on {first.witness.text(first.entries, first.read)}"
                                  f"{_also(found)}{_unconfirmed(first)}")
                 witness = witness or _witness_json(found)
             for group in _group([f for f in findings if f.status != "witness"], lambda f: f.reason):
@@ -970,6 +1030,10 @@ def _schema(args: tuple[ArgSpec, ...] | None) -> str:
 
 
 def _show(value: Any) -> str:
+    from plangate.cel.evaluate import Duration
+
+    if isinstance(value, Duration):
+        return f'duration("{value}")'
     if isinstance(value, bool):
         return "true" if value else "false"
     if value is None:

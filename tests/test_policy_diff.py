@@ -1,0 +1,321 @@
+"""`plangate policy diff OLD NEW`: comparisons by meaning, with witnesses that really differ.
+
+- A call is allowed by a policy only when its tool is catalogued (or `unknown_tools warn`), its
+  arguments fit the entry's `args` and no deny rule fires; `step.risk` is the catalogue's risk (or
+  the declared one, if higher). A witness is a call one side allows and the other denies, with a
+  tool that exists per the catalogues and arguments of their declared types, replayed on concrete
+  values by each policy's evaluator.
+- Requirements (check, rollback, idempotency, approvals per role) are compared on the calls both
+  policies allow: a witness needs one and not the other, or a weaker approval.
+- Rewrites that change nothing are `rewritten` (listed, never counted): `--exit-code` exits 0.
+- Changed warn rules show their old and new text, and a call on which they differ.
+- Nothing undecided passes: a condition outside the solver's subset, or a timeout, is `changed`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from plangate.cli import main
+from plangate.driver import check
+from plangate.policy.diff import diff_policies
+
+ROOT = Path(__file__).resolve().parents[1]
+BASELINE = ROOT / "policies" / "baseline.policy"
+STRICT = ROOT / "policies" / "strict.policy"
+
+
+def policy(body: str) -> str:
+    return "policy p {\n" + body + "\n}\n"
+
+
+def run(capsys, *argv: object) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def diff(tmp_path: Path, capsys, old: str, new: str) -> tuple[int, dict, str]:
+    """(exit code with --exit-code, the JSON report, the text report)."""
+    old_path, new_path = tmp_path / "old.policy", tmp_path / "new.policy"
+    old_path.write_text(old, encoding="utf-8")
+    new_path.write_text(new, encoding="utf-8")
+    code, out, err = run(capsys, "policy", "diff", old_path, new_path, "--format", "json", "--exit-code")
+    assert code in (0, 1), err
+    report = json.loads(out)
+    assert report["same_meaning"] == (code == 0)
+    assert all(change["kind"] in ("loosened", "tightened", "changed", "rewritten") for change in report["changes"])
+    assert (code == 1) == any(change["kind"] != "rewritten" for change in report["changes"])
+    text_code, text, _ = run(capsys, "policy", "diff", old_path, new_path, "--exit-code")
+    assert text_code == code
+    if code == 0:
+        assert "have the same meaning" in text
+    for change in report["changes"]:
+        assert change["text"].split(": ")[0] in text  # the witness itself may differ between two runs
+        witness = change["witness"]
+        if witness is not None:
+            assert witness["confirmed"], change
+    return code, report, text
+
+
+def subjects(report: dict) -> list[tuple[str, str]]:
+    return [(change["kind"], change["subject"]) for change in report["changes"]]
+
+
+REFUND = "tool pay.refund { risk irreversible args { amount: double } }\n"
+
+
+# ------------------------------------------------------------------------ 1. catalogue and types
+
+def test_a_rule_narrowed_to_its_only_tool_means_the_same(tmp_path, capsys):
+    # Every call OLD's rule denies is a pay.refund: the other tools are unknown to both (denied).
+    code, report, text = diff(tmp_path, capsys, policy(REFUND + 'deny "cap" when args.amount > 500.0'),
+                              policy(REFUND + 'deny "cap" when call.tool == "pay.refund" && args.amount > 500.0'))
+    assert code == 0
+    assert subjects(report) == [("rewritten", "deny cap")]
+    assert '`call.tool` = ""' not in text
+    assert "deny rule `cap`: `args.amount > 500.0` → `call.tool == \"pay.refund\" && args.amount > 500.0`" in text
+
+
+def test_a_rule_about_an_uncatalogued_tool_denies_nothing_more(tmp_path, capsys):
+    old = policy('tool a.read { risk read_only }\ndeny "x" when call.tool == "db.drop"')
+    code, report, text = diff(tmp_path, capsys, old, policy("tool a.read { risk read_only }"))
+    assert code == 0
+    assert subjects(report) == [("rewritten", "deny x")]
+    assert "db.drop" not in text.split("rewritten, same meaning:")[0]
+
+
+def test_baseline_against_strict_does_not_contradict_itself(capsys):
+    code, out, _ = run(capsys, "policy", "diff", BASELINE, STRICT, "--format", "json")
+    assert code == 0
+    changes = json.loads(out)["changes"]
+    allowed = [c for c in changes if c["subject"] == "allowed calls"]
+    assert allowed
+    strict_tools = {"web.search", "llm.summarize", "payments.refund", "pager.page"}
+    for change in allowed:
+        witness = change["witness"]
+        assert witness["confirmed"]
+        if change["kind"] == "loosened":  # NEW (strict alone) allows it: strict catalogues it
+            assert witness["new"]["allowed"] and not witness["old"]["allowed"]
+            assert set(witness["tools"]) <= strict_tools, witness
+        else:
+            assert witness["old"]["allowed"] and not witness["new"]["allowed"]
+    tightened_tools = {tool for c in allowed if c["kind"] == "tightened" for tool in c["witness"]["tools"]}
+    assert "dns.route" in tightened_tools  # it left the catalogue: denied by strict, not allowed
+    loosened_text = " ".join(c["text"] for c in allowed if c["kind"] == "loosened")
+    assert "dns.route" not in loosened_text
+    # the strict refund cap: a refund between 100 and 500 is allowed by the baseline only
+    (cap,) = [c for c in allowed if "refund-cap-strict" in c["text"]]
+    assert cap["kind"] == "tightened" and 100.0 < cap["witness"]["args"]["amount"] <= 500.0
+
+
+def test_witness_arguments_have_their_declared_types(tmp_path, capsys):
+    tool = "tool t.x { risk read_only args { n: int, s: string? } }\n"
+    code, report, text = diff(tmp_path, capsys, policy(tool + 'deny "neg" when args.n < 0'), policy(tool))
+    assert code == 1
+    (change,) = report["changes"][:1]
+    assert (change["kind"], change["subject"]) == ("loosened", "allowed calls")
+    n = change["witness"]["args"]["n"]
+    assert isinstance(n, int) and not isinstance(n, bool) and n < 0
+    assert "(OLD: denied by `neg`)" in change["text"]
+    # A rule comparing an int argument with a string never fires: removing it changes nothing.
+    code, report, _ = diff(tmp_path, capsys, policy(tool + 'deny "odd" when args.n == "x"'), policy(tool))
+    assert code == 0 and subjects(report) == [("rewritten", "deny odd")]
+
+
+def test_a_required_argument_is_a_tightening_with_a_witness(tmp_path, capsys):
+    old = policy("tool t.x { risk read_only args { n: int? } }")
+    new = policy("tool t.x { risk read_only args { n: int } }")
+    code, report, _ = diff(tmp_path, capsys, old, new)
+    assert code == 1
+    (allowed,) = [c for c in report["changes"] if c["subject"] == "allowed calls"]
+    assert allowed["kind"] == "tightened"
+    assert allowed["witness"]["args"] == {}
+    assert "argument `n` is missing" in allowed["text"]
+    assert ("changed", "tool t.x") in subjects(report)  # the schema edit, explained by the witness
+
+
+def test_an_argument_type_change_is_seen_both_ways(tmp_path, capsys):
+    old = policy("tool t.x { risk read_only args { n: int } }")
+    new = policy("tool t.x { risk read_only args { n: string } }")
+    code, report, _ = diff(tmp_path, capsys, old, new)
+    assert code == 1
+    found = {c["kind"]: c["witness"]["args"]["n"] for c in report["changes"] if c["subject"] == "allowed calls"}
+    assert isinstance(found["loosened"], str) and isinstance(found["tightened"], int)
+
+
+def test_step_risk_is_the_catalogues(tmp_path, capsys):
+    # The tool is rated irreversible in NEW: a call that declares no risk now needs the approval.
+    rule = 'require approval when step.risk == irreversible by role "fin"\n'
+    old = policy("tool a.b { risk read_only }\n" + rule)
+    new = policy("tool a.b { risk irreversible }\n" + rule)
+    code, report, text = diff(tmp_path, capsys, old, new)
+    assert code == 1
+    (approval,) = [c for c in report["changes"] if c["subject"] == 'approval by role "fin"']
+    assert approval["kind"] == "tightened"
+    witness = approval["witness"]
+    assert witness["risk"]["new"] == "irreversible" and witness["risk"]["old"] != "irreversible"
+    assert witness["declared_risk"] in (None, "read_only", witness["risk"]["old"])  # OLD: the higher of it and read_only
+    assert f"`step.risk` = {witness['risk']['old']} under OLD, irreversible under NEW" in approval["text"]
+    assert ("tightened", "tool a.b") in subjects(report)
+
+
+def test_a_prefix_witness_is_an_instance_no_longer_pattern_takes(tmp_path, capsys):
+    catalogue = "tool deploy.* { risk reversible_write }\ntool deploy.history { risk read_only }\n"
+    old = policy(catalogue + 'deny "prod" when call.tool.startsWith("deploy.prod")\n'
+                 'deny "hist" when call.tool == "deploy.history"')
+    code, report, _ = diff(tmp_path, capsys, old, policy(catalogue + 'deny "hist" when call.tool == "deploy.history"'))
+    assert code == 1
+    (change,) = [c for c in report["changes"] if c["subject"] == "allowed calls"]
+    tool = change["witness"]["tool"]
+    assert change["kind"] == "loosened" and tool.startswith("deploy.prod") and tool != "deploy.history"
+    assert change["witness"]["tools"] == ["deploy.*"]
+    assert all(part and (part[0].isalpha() or part[0] == "_") for part in tool.split("."))
+
+
+def test_unknown_tools_warn_lets_any_well_formed_name_through(tmp_path, capsys):
+    old = policy("tool a.read { risk read_only }")
+    new = policy("tool a.read { risk read_only }\nunknown_tools warn\n"
+                 'deny "no-db" when call.tool.startsWith("db.")')
+    code, report, _ = diff(tmp_path, capsys, old, new)
+    assert code == 1
+    (change,) = [c for c in report["changes"] if c["subject"] == "allowed calls"]
+    assert change["kind"] == "loosened"
+    tool = change["witness"]["tool"]
+    assert tool != "a.read" and not tool.startswith("db.")
+    assert f"`{tool}` is not in its catalogue" in change["text"]
+
+
+# ------------------------------------------------------------------------------- 2. requirements
+
+def test_an_approval_narrowed_by_tool_is_loosened(tmp_path, capsys):
+    old = policy('tool a.write { risk reversible_write }\nrequire approval when step.tool == "a.write" by role "ops"')
+    new = policy('tool a.write { risk reversible_write }\nrequire approval when step.tool == "a.writ" by role "ops"')
+    code, report, text = diff(tmp_path, capsys, old, new)
+    assert code == 1
+    (change,) = [c for c in report["changes"] if c["subject"] == 'approval by role "ops"']
+    assert change["kind"] == "loosened"
+    assert change["witness"]["tool"] == "a.write"
+    assert change["witness"]["old"]["approvals"] == {"ops": {"count": 1, "within": None}}
+    assert change["witness"]["new"]["approvals"] == {}
+    assert 'NEW asks less approval by role "ops" than OLD for a call: `call.tool` = "a.write"' in text
+    assert "(OLD: 1 approver with no time bound; NEW: none)" in text
+
+
+def test_a_check_narrowed_by_arguments_is_loosened_with_the_amount(tmp_path, capsys):
+    old = policy(REFUND + 'require check when call.tool == "pay.refund" && args.amount > 100.0')
+    new = policy(REFUND + 'require check when call.tool == "pay.refund" && args.amount > 200.0')
+    code, report, text = diff(tmp_path, capsys, old, new)
+    assert code == 1
+    (change,) = report["changes"]
+    assert (change["kind"], change["subject"]) == ("loosened", "require check")
+    assert 100.0 < change["witness"]["args"]["amount"] <= 200.0
+    assert change["witness"]["old"]["requires"] == ["check"] and change["witness"]["new"]["requires"] == []
+    assert "NEW no longer requires `check` for a call that OLD requires it for" in text
+    # and back: tightened
+    code, report, _ = diff(tmp_path, capsys, new, old)
+    assert subjects(report) == [("tightened", "require check")]
+
+
+def test_approval_specs_are_compared(tmp_path, capsys):
+    tool = "tool a.b { risk irreversible }\n"
+    base = policy(tool + 'require approval when step.risk == irreversible by 2 of role "ops" within 1h')
+    cases = {
+        'by 2 of role "ops" within 2h': [("loosened", 'approval by role "ops"')],
+        'by 1 of role "ops" within 1h': [("loosened", 'approval by role "ops"')],
+        'by 3 of role "ops" within 1h': [("tightened", 'approval by role "ops"')],
+        'by 2 of role "ops" within 30m': [("tightened", 'approval by role "ops"')],
+        'by 2 of role "ops"': [("loosened", 'approval by role "ops"')],
+        'by 3 of role "ops" within 2h': [("loosened", 'approval by role "ops"'), ("tightened", 'approval by role "ops"')],
+        'by 2 of role "admin" within 1h': [("loosened", 'approval by role "ops"'), ("tightened", 'approval by role "admin"')],
+    }
+    for spec, expected in cases.items():
+        new = base.replace('by 2 of role "ops" within 1h', spec)
+        code, report, _ = diff(tmp_path, capsys, base, new)
+        assert code == 1, spec
+        assert sorted(subjects(report)) == sorted(expected), spec
+
+
+def test_requirements_rewritten_with_the_same_meaning_do_not_count(tmp_path, capsys):
+    tool = "tool a.b { risk read_only }\n"
+    old = policy(tool + 'require check when step.risk >= external_write\n'
+                 'require approval when step.risk == irreversible by role "ops"')
+    new = policy(tool + 'require check when step.risk == external_write || step.risk == irreversible\n'
+                 'require approval when step.risk > external_write by role "ops"')
+    code, report, _ = diff(tmp_path, capsys, old, new)
+    assert code == 0
+    assert sorted(subjects(report)) == [("rewritten", "require approval"), ("rewritten", "require check")]
+
+
+def test_a_check_step_needs_no_check(tmp_path, capsys):
+    # A requirement that only a `check` step could meet asks nothing: check steps need no check.
+    tool = "tool a.b { risk reversible_write }\n"
+    old = policy(tool + 'require check when step.kind == "check"')
+    code, report, _ = diff(tmp_path, capsys, old, policy(tool))
+    assert code == 0, report
+
+
+# ----------------------------------------------------------------------------------- 3. exit codes
+
+def test_a_deny_rule_rewritten_with_the_same_meaning_exits_0(tmp_path, capsys):
+    old = policy(REFUND + 'deny "cap" when call.tool == "pay.refund" && args.amount > 500.0')
+    new = policy(REFUND + 'deny "cap" when call.tool == "pay.refund" && 500.0 < args.amount')
+    code, report, text = diff(tmp_path, capsys, old, new)
+    assert code == 0
+    assert report["changes"] == [{
+        "kind": "rewritten", "subject": "deny cap", "witness": None,
+        "text": 'deny rule `cap`: `call.tool == "pay.refund" && args.amount > 500.0` → '
+                '`call.tool == "pay.refund" && 500.0 < args.amount` (both policies still allow and deny the same calls)'}]
+    assert "rewritten, same meaning:" in text
+    # Moving a condition between two rules: each rule differs, the policy does not.
+    old = policy(REFUND + 'deny "a" when args.amount > 500.0\ndeny "b" when args.amount < 0.0')
+    new = policy(REFUND + 'deny "a" when args.amount < 0.0 || args.amount > 500.0')
+    code, report, _ = diff(tmp_path, capsys, old, new)
+    assert code == 0
+    assert sorted(subjects(report)) == [("rewritten", "deny a"), ("rewritten", "deny b")]
+
+
+def test_a_difference_the_solver_cannot_decide_counts(tmp_path, capsys):
+    tool = "tool t.x { risk read_only args { s: string } }\n"
+    old = policy(tool + 'deny "m" when args.s.matches("^a+$")')
+    new = policy(tool + 'deny "m" when args.s.matches("^b+$")')
+    code, report, text = diff(tmp_path, capsys, old, new)
+    assert code == 1
+    undecided = [c for c in report["changes"] if c["subject"] == "allowed calls"]
+    assert undecided and all(c["kind"] == "changed" for c in undecided)
+    assert "could not be decided" in text and "`matches`" in text
+
+
+def test_a_timeout_is_reported_not_passed():
+    old_result = check([], [str(BASELINE)])
+    new_result = check([], [str(STRICT)])
+    changes = diff_policies(old_result.policy, new_result.policy, time_bound=1e-6)
+    undecided = [c for c in changes if "could not be decided" in c.text]
+    assert undecided and all(c.kind == "changed" and c.counts for c in undecided)
+    assert any("timed out" in c.text for c in undecided)
+
+
+# ------------------------------------------------------------------------------------ 4. warn rules
+
+def test_a_changed_warn_rule_shows_both_texts_and_a_witness(tmp_path, capsys):
+    old = policy('tool a.read { risk read_only }\nwarn "w" when call.tool == "a.read" && args.x > 1')
+    new = policy('tool a.read { risk read_only }\nwarn "w" when call.tool == "a.read" && args.x > 100')
+    code, report, text = diff(tmp_path, capsys, old, new)
+    assert code == 1
+    (change,) = report["changes"]
+    assert (change["kind"], change["subject"]) == ("changed", "warn w")
+    assert change["text"].startswith('warn rule `w`: `call.tool == "a.read" && args.x > 1` → '
+                                     '`call.tool == "a.read" && args.x > 100`; OLD warns and NEW does not on ')
+    assert 1 < change["witness"]["args"]["x"] <= 100
+    assert change["witness"]["old"]["warns"] == ["w"] and change["witness"]["new"]["warns"] == []
+
+
+def test_a_warn_rule_rewritten_with_the_same_meaning_does_not_count(tmp_path, capsys):
+    old = policy('tool a.read { risk read_only }\nwarn "w" when call.tool == "a.read" && args.x > 1')
+    new = policy('tool a.read { risk read_only }\nwarn "w" when 1 < args.x && "a.read" == call.tool')
+    code, report, _ = diff(tmp_path, capsys, old, new)
+    assert code == 0
+    (change,) = report["changes"]
+    assert (change["kind"], change["subject"]) == ("rewritten", "warn w")
+    assert "`call.tool == \"a.read\" && args.x > 1` → `1 < args.x && \"a.read\" == call.tool`" in change["text"]
