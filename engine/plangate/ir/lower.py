@@ -110,7 +110,8 @@ class Lowering(Transformer):
                 start = token.start_pos + 1 + index
                 self._report("syntax-error", Span(self.file, start, start + 2),
                              f"unknown escape `\\{escape}` in a string",
-                             help='the escapes are `\\"`, `\\\\`, `\\n`, `\\t`, `\\r` and `\\uXXXX`')
+                             help='escapes are CEL\'s: `\\"`, `\\\\`, `\\n`, `\\t`, `\\r`, `\\uXXXX` and the others of the language '
+                                  'reference; write `\\\\` for a backslash')
                 out.append(escape)
                 index += 2
         return "".join(out)
