@@ -287,6 +287,20 @@ def test_a_difference_the_solver_cannot_decide_counts(tmp_path, capsys):
     assert "could not be decided" in text and "`matches`" in text
 
 
+def test_a_condition_outside_the_solver_cancels_out_when_both_sides_share_it(tmp_path, capsys):
+    tool = "tool t.x { risk read_only args { s: string } }\n"
+    old = policy(tool + 'deny "m" when args.s.matches("^a+$")')
+    code, report, _ = diff(tmp_path, capsys, old, old)
+    assert (code, report["changes"]) == (0, [])
+    # A witness that needs a value of it is kept when the replay confirms it.
+    code, report, _ = diff(tmp_path, capsys, old, policy(tool + 'deny "m" when args.s.matches("^a+$")\n'
+                                                          'deny "cap" when size(args.s) > 3'))
+    assert code == 1
+    (change,) = [c for c in report["changes"] if c["subject"] == "allowed calls"]
+    assert change["kind"] == "tightened" and change["witness"]["confirmed"]
+    assert len(change["witness"]["args"]["s"]) > 3
+
+
 def test_a_timeout_is_reported_not_passed():
     old_result = check([], [str(BASELINE)])
     new_result = check([], [str(STRICT)])

@@ -40,8 +40,11 @@ Invariants:
   does not: the replay confirms it, or the change says it could not be confirmed (and counts).
 - The tool of a witness exists per a catalogue: an exact name or an instance of a pattern that
   decides it, never a name both policies deny as unknown.
-- Nothing undecided is a pass: a solver timeout ("unknown") or a condition outside the solver's
-  subset is a `changed` entry naming the comparison and the reason, and counts as a difference.
+- Nothing undecided is a pass: a solver timeout ("unknown") is a `changed` entry naming the
+  comparison and the reason, and counts as a difference. A condition outside the solver's subset
+  (`matches`, `exists`…) is an opaque Boolean constant, one per condition text, shared by both
+  sides (unless it reads a `step.risk` that differs): "no witness" is then still a proof, and a
+  witness is kept only if the replay confirms it; otherwise it is such a `changed` entry.
 - The policies have the *same meaning* exactly when every comparison is decided without a witness
   and the catalogues' risks, caps and the limits agree. Textual edits that change nothing (a deny
   rule rewritten, a rule removed that only denied what is denied anyway) are listed with kind
@@ -51,6 +54,7 @@ Invariants:
 from __future__ import annotations
 
 import json
+import re
 import sys
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
@@ -197,6 +201,8 @@ class _Model:
         self.facts: list[str] = []
         self.failure: str | None = None
         self.typed_by = typed_by
+        self.opaque: dict[tuple[str, str], str] = {}
+        self.opaque_reasons: dict[str, str] = {}
         tool: Any = tool_class.exact if tool_class.exact is not None else Unknown("call.tool", "string")
         risks = {side: self.sides[side].entry.risk if self.sides[side].entry is not None else None for side in SIDES}
         for side in SIDES:
@@ -260,11 +266,10 @@ class _Model:
                 try:
                     return encoder.fires(expr)
                 except Unsupported as error:
-                    state.problems[what] = error.reason
-                    return None
+                    return self._opaque(expr, side, risks, f"{what} of policy `{', '.join(policy.ids)}`: {error.reason}")
                 except RecursionError:
-                    state.problems[what] = "the condition is nested too deeply to reason about"
-                    return None
+                    return self._opaque(expr, side, risks, f"{what} of policy `{', '.join(policy.ids)}`: "
+                                        "the condition is nested too deeply to reason about")
 
             denies = [fires(rule.when, f"deny `{rule.name}`") for rule in policy.rules if rule.effect == "deny"]
             state.deny = None if None in denies else disj(*denies)  # type: ignore[arg-type]
@@ -289,6 +294,27 @@ class _Model:
         for side in SIDES:
             self.sides[side].conform = self._conform(self.sides[side])
         self._background(risks)
+
+    def _opaque(self, expr: cel.Expr, side: str, risks: dict[str, Risk | None], reason: str) -> str:
+        """A condition outside the solver's subset, as a Boolean constant of its own: the same
+        condition on both sides (reading the same `step.risk`) is one constant, so it cancels out;
+        a witness that needs a value of it is kept only when the replay confirms it."""
+        text = cel.to_source(expr)
+        shared = risks["old"] == risks["new"] or "step.risk" not in read_paths([expr])
+        key = (text, "" if shared else side)
+        name = self.opaque.get(key)
+        if name is None:
+            name = self.opaque[key] = f"opaque{len(self.opaque)}"
+            self.facts.append(f"(declare-const {name} Bool)")
+            self.opaque_reasons[name] = reason
+        return name
+
+    def undecided(self, formula: str) -> str | None:
+        """Why a witness of `formula` may be an artefact: a condition the solver does not read."""
+        for name, reason in self.opaque_reasons.items():
+            if re.search(rf"\b{name}\b", formula):
+                return reason
+        return None
 
     def _conform(self, side: _Side) -> str:
         """When the call's arguments fit the side's schema (true without one)."""
@@ -629,6 +655,7 @@ def _compare(policies: dict[str, CompiledPolicy], time_bound: float) -> dict[Que
                 results[question].append(Finding(tool_class, "runtime", entries=entries, reason=failure))
             continue
         asked: list[tuple[Question, Any]] = []
+        formulas: dict[Question, str] = {}
         for question in questions:
             model = models["old" if question == Question("allow", "", "tightened") else "new"]
             formula = _formula(model, question)
@@ -636,6 +663,7 @@ def _compare(policies: dict[str, CompiledPolicy], time_bound: float) -> dict[Que
                 results[question].append(Finding(tool_class, "runtime", entries=entries, reason=formula[1]))
             elif formula != "false":
                 extra = model.step_kind() if question.kind == "require" else ""
+                formulas[question] = formula
                 asked.append((question, model.query(formula, extra)))
                 if tool_class.exact is None:  # first a witness whose tool reads like one: `deploy.a`
                     asked.append((question, model.query(formula, extra + "\n" + model.plain_tool())))
@@ -655,8 +683,13 @@ def _compare(policies: dict[str, CompiledPolicy], time_bound: float) -> dict[Que
                 continue
             witness = model.witness(answer.model)
             decisions = {side: decide_witness(policies[side], entries[side], witness) for side in SIDES}
+            confirmed = _confirms(question, decisions)
+            opaque = model.undecided(formulas[question])
+            if opaque is not None and not confirmed:
+                results[question].append(Finding(tool_class, "runtime", entries=entries, reason=opaque))
+                continue
             results[question].append(Finding(tool_class, "witness", witness, entries, decisions,
-                                             _confirms(question, decisions), read=_conditions_read(policies, question)))
+                                             confirmed, read=_conditions_read(policies, question)))
     return results
 
 
