@@ -744,3 +744,19 @@ def test_a_hand_settled_result_is_credited_to_the_operator_and_a_failing_hook_is
         assert runtime.advance(run).state == "succeeded"
         [evidence] = kinds(runtime, run, "evidence")
     assert evidence.body["how"] == "result reported by `ops` through `plangate reconcile`"
+
+
+def test_a_time_budget_message_never_reads_as_equal_to_the_budget(tmp_path, monkeypatch):
+    monkeypatch.delenv("PLANGATE_FAULT", raising=False)
+    now = [1_000_000.0]
+    toolbox = Toolbox()
+    with runtime_at(tmp_path / "journal.db", toolbox.registry(), clock=lambda: now[0]) as runtime:
+        run = start_plan(runtime, """
+  budget { time <= 5s }
+  step b { call t.send(to: "ops") idempotency "b" approval by role "operator" }
+""")
+        runtime.advance(run)
+        now[0] += 5.04
+        runtime.approve(run, "b", "alice", "operator")
+        report = runtime.advance(run)
+    assert report.steps["b"]["reason"] == "the run has taken 5.1s, over the plan's budget of 5s"

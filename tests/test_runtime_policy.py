@@ -171,3 +171,46 @@ def test_the_runtime_opens_a_journal_from_its_path(tmp_path):
     runtime = PublicRuntime(tmp_path / "nested" / "journal.db", registry)
     run = runtime.start(PLAN, "p.plan", [("p.policy", POLICY)])
     assert runtime.advance(run).state == "paused" and (tmp_path / "nested" / "journal.db").is_file()
+
+
+def test_a_timed_out_call_still_in_flight_keeps_the_run_held_until_it_returns(tmp_path):
+    import threading
+
+    import pytest
+
+    from plangate.runtime.host import RunError
+
+    release = threading.Event()
+    happened: list[str] = []
+
+    @tool("ops.slow")
+    def slow(idempotency_key: str) -> dict:
+        release.wait(10)
+        happened.append(idempotency_key)
+        return {"id": "s-1"}
+
+    @slow.reconcile
+    def slow_reconcile(idempotency_key: str) -> dict | None:
+        return {"id": "s-1"} if idempotency_key in happened else None
+
+    policy = "policy p { tool ops.slow { risk reversible_write } unknown_tools deny }"
+    plan = 'plan p { step s { call ops.slow() time 1s idempotency "slow-1" } }'
+    registry = ToolRegistry()
+    registry.register(slow)
+    first = Runtime(Journal.open(tmp_path / "journal.db"), registry)
+    other = Runtime(Journal.open(tmp_path / "journal.db"), registry)
+    run = first.start(plan, "p.plan", [("p.policy", policy)], run="r1")
+    assert first.advance(run).steps["s"]["state"] == "outcome_unknown"  # abandoned, but still running
+    with pytest.raises(RunError, match="run `r1` is being executed by process"):
+        other.advance(run)  # it would ask the hook, hear "not happened" and call again
+    assert other.view(run).states["s"] == "running"
+    release.set()
+    for _ in range(100):
+        if happened:
+            try:
+                report = other.advance(run)
+                break
+            except RunError:
+                pass
+        threading.Event().wait(0.05)
+    assert report.state == "succeeded" and happened == ["slow-1"]

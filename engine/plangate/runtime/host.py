@@ -357,13 +357,15 @@ class Runtime:
         """Calls past their step's `time`: the step becomes `outcome_unknown` (the call may still
         take effect), to be settled by the tool's reconcile hook or by hand — never called again
         blindly. The abandoned call's answer, if it ever comes, is not recorded. Returns how many
-        calls were abandoned."""
+        calls were abandoned. The run stays held until each abandoned call returns: it may still
+        take effect, so no other process may settle or repeat it meanwhile."""
         now = time.monotonic()
         abandoned = 0
         for future, (step_id, call, deadline) in list(running.items()):
             if now < deadline:
                 continue
             del running[future]
+            future.add_done_callback(lambda _done, release=self._locks.pin(run): release())
             step = _step(self.view(run).plan, step_id)
             self.journal.append(run, "outcome_unknown", {"idempotency_key": call["idempotency_key"],
                                                          "reason": f"no answer within {step.time.text}"},  # type: ignore[union-attr]

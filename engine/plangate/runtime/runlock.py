@@ -11,6 +11,10 @@ Every process that executes a run or changes what it will do (`run`, `resume`, `
   file is emptied before the lock is released and never deleted (deleting a lock file lets a
   waiter lock a name that no longer exists).
 
+A call abandoned past its timeout may still take effect in its thread: `pin(run)` keeps the run
+held until that call returns (the release function runs from the call's thread), so no other
+process settles or repeats a call that is still in flight.
+
 Acquiring tries for a short while (`WAIT_SECONDS`: a reader's probe holds the lock for an instant)
 and then raises `RunBusy` naming the holder. Within one `RunLocks` the lock is re-entrant: a
 `plangate run` that records a new version and then advances holds it once across both.
@@ -26,10 +30,11 @@ import hashlib
 import json
 import os
 import socket
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 WAIT_SECONDS = 1.0
 
@@ -44,32 +49,49 @@ class RunLocks:
     def __init__(self, journal_path: Path) -> None:
         self.directory = journal_path.with_name(journal_path.name + ".locks")
         self._held: dict[str, tuple[int, int]] = {}  # run → (file descriptor, depth)
+        self._mutex = threading.Lock()  # `pin`'s release runs in a tool's thread
 
     def path(self, run: str) -> Path:
         return self.directory / (hashlib.sha256(run.encode()).hexdigest()[:32] + ".lock")
 
-    def holds(self, run: str) -> bool:
-        """Whether this `RunLocks` holds the run now."""
-        return run in self._held
-
     @contextmanager
     def hold(self, run: str) -> Iterator[None]:
         """Hold the run's lock for the block (re-entrant); `RunBusy` if another holder has it."""
-        held = self._held.get(run)
-        if held is not None:
-            self._held[run] = (held[0], held[1] + 1)
-        else:
-            self._held[run] = (self._acquire(run), 1)
+        with self._mutex:
+            held = self._held.get(run)
+            if held is not None:
+                self._held[run] = (held[0], held[1] + 1)
+        if held is None:
+            descriptor = self._acquire(run)
+            with self._mutex:
+                self._held[run] = (descriptor, 1)
         try:
             yield
         finally:
+            self._release(run)
+
+    def pin(self, run: str) -> Callable[[], None]:
+        """Keep the run (held now) held until the returned function is called, from any thread."""
+        with self._mutex:
+            descriptor, depth = self._held[run]
+            self._held[run] = (descriptor, depth + 1)
+        released = threading.Event()
+
+        def release() -> None:
+            if not released.is_set():
+                released.set()
+                self._release(run)
+        return release
+
+    def _release(self, run: str) -> None:
+        with self._mutex:
             descriptor, depth = self._held[run]
             if depth > 1:
                 self._held[run] = (descriptor, depth - 1)
-            else:
-                del self._held[run]
-                os.ftruncate(descriptor, 0)
-                os.close(descriptor)  # closing the last descriptor releases the lock
+                return
+            del self._held[run]
+            os.ftruncate(descriptor, 0)
+            os.close(descriptor)  # closing the last descriptor releases the lock
 
     def holder(self, run: str) -> str | None:
         """'process N on HOST' when another live process holds the run, else None."""
