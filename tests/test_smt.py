@@ -64,6 +64,10 @@ def verdict(text: str, activation: dict | None = None, time_bound: float = 5.0) 
     ("args.count == \"a\"", "never"),  # values of two types are never equal
     ("args.count > 1 && args.count < 2", "never"),
     ("x.result.n > 1 && x.result.n < 2", "may"),  # a run-time number may be a double
+    ("x.result.n > 2 && x.result.n % 2 == 1", "may"),  # in int arithmetic: an int
+    ("x.result.n > 1 && x.result.n < 2 && x.result.n + 1 > 0", "never"),
+    ("x.result.n > 0.5 && x.result.n < 1.5 && x.result.n - 1 == 0", "may"),
+    ("x.result.n > -1 && -x.result.n > 0.5", "may"),  # negation keeps a number's kind
     ("args.count * args.count == 2", "never"),
     ("args.count / 2 == -3 && args.count > -8", "may"),
     ("args.count % 3 == -1", "may"),
@@ -91,7 +95,8 @@ def test_verdicts(text, outcome):
     ("args.env.matches(\"^p\")", "`matches`"),
     ("[1, 2].exists(e, e > args.count)", "`exists`"),
     ("x.result.v == 1 && x.result.v == \"a\"", "inconsistently"),
-    ("x.result.n > 2 && x.result.n % 2 == 1", "inconsistently"),
+    ("x.result.n > 2 && x.result.n.startsWith(\"a\")", "inconsistently"),
+    ("x.result.n > 2 && x.result.n * 2.0 > 1.0 && x.result.n % 2 == 1", "inconsistently"),
     ("x.result.v == null", "`null`"),
     ("x.result.list[args.count] == 1", "index"),
     ("2u > 1u", "uint"),

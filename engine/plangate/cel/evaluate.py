@@ -39,6 +39,7 @@ Invariants
 
 from __future__ import annotations
 
+import json
 import math
 import operator
 import re
@@ -164,6 +165,39 @@ def type_name(value: object) -> str:
     if isinstance(value, Duration):
         return "duration"
     return f"unsupported value of Python type `{type(value).__name__}`"
+
+
+def value_source(value: object) -> str:
+    """`value` as canonical CEL text, which reads back as the same value: `null`, `true`, `5`, `5u`,
+    `101.0`, `"text"`, `duration("3601s")`, `[1, 2]`, `{"k": 1}` (the form `ast.to_source` prints
+    literals in; every message that shows a value uses it)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, Uint):
+        return f"{int(value)}u"
+    if isinstance(value, int):
+        return str(int(value))
+    if isinstance(value, float):
+        if math.isnan(value):
+            return 'double("NaN")'
+        if math.isinf(value):
+            return 'double("Infinity")' if value > 0 else 'double("-Infinity")'
+        text = repr(float(value))
+        return text if ("." in text or "e" in text) else text + ".0"
+    if isinstance(value, str):
+        return json.dumps(str(value), ensure_ascii=False)
+    if isinstance(value, bytes):
+        return "b" + json.dumps(bytes(value).decode("latin-1"), ensure_ascii=False)
+    if isinstance(value, Duration):
+        return f'duration("{value}")'
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(value_source(item) for item in value) + "]"
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{value_source(key)}: {value_source(item)}" for key, item in value.items()) + "}"
+    text = str(value)
+    return text if type(value).__name__ != "Timestamp" else f'timestamp("{text}")'
 
 
 def _plain(value: object) -> object:

@@ -155,8 +155,6 @@ def _witness_notes(witness: dict[str, Any] | None) -> list[str]:
 
 
 def _show(value: Any) -> str:
-    if isinstance(value, str):
-        return '"' + value.replace('"', '\\"') + '"'
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
+    from plangate.cel.evaluate import value_source
+
+    return value_source(value)

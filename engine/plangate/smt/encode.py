@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Callable, Mapping
 
+from plangate.cel.evaluate import Duration
 from plangate.cel.ast import (Binary, Call, Conditional, Expr, Ident, Index, ListExpr, Literal, MapExpr, Select,
                               Unary)
 
@@ -56,6 +57,14 @@ DURATION_UNITS = {"h": Fraction(3600), "m": Fraction(60), "s": Fraction(1), "ms"
                   "us": Fraction(1, 10 ** 6), "ns": Fraction(1, 10 ** 9)}
 DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(h|ms|us|ns|m|s)")
 MAX_SMT_CHAR = 0x2FFFF  # the largest character Z3's strings hold
+
+
+class WholeSeconds(int):
+    """The seconds of a `duration("…")` literal: a number to the solver, a duration to a witness."""
+
+
+class FractionalSeconds(float):
+    """The seconds of a `duration("…")` literal with a fraction of a second."""
 
 
 class Unsupported(Exception):
@@ -89,13 +98,20 @@ class Error:
 class SortClass:
     """A union-find node: values that must share one sort, and that sort once known."""
 
-    __slots__ = ("parent", "sort", "paths", "declared")
+    __slots__ = ("parent", "sort", "paths", "declared", "number", "integral", "double", "duration")
 
     def __init__(self, sort: str | None = None, path: str | None = None, declared: bool = False) -> None:
         self.parent: SortClass = self
         self.sort = sort
         self.paths: list[str] = [path] if path else []
         self.declared = declared  # the sort is a declared type or a constant's, not inferred from use
+        # A "Real" only because it was compared with numbers: an int or a double at run time. It
+        # may still turn out to be an int (`integral`: declared so, or in int arithmetic), unless
+        # double arithmetic has fixed it as a double.
+        self.number = False
+        self.integral = False
+        self.double = False  # met a double (a literal or a declared one): a witness shows a double
+        self.duration = False  # compared with a duration (as seconds): a witness shows a duration
 
     def find(self) -> "SortClass":
         node = self
@@ -287,6 +303,9 @@ class Encoder:
                 if sort == "Int":
                     facts.append(f"(assert (and (<= {int_text(INT_MIN)} {variable.name}) "
                                  f"(<= {variable.name} {INT_MAX})))")
+                elif sort == "Real" and variable.sort.find().integral:
+                    facts.append(f"(assert (and (is_int {variable.name}) (<= {real_text(Fraction(INT_MIN))} {variable.name}) "
+                                 f"(<= {variable.name} {real_text(Fraction(INT_MAX))})))")
         return lines + facts
 
     def sort_of(self, variable: Variable) -> str:
@@ -318,8 +337,11 @@ class Encoder:
             value = model.get(variable.name)
             if isinstance(value, list):  # a real: a run-time number of unknown kind reads as an int if whole
                 number = Fraction(value[0], value[1])
-                whole = number.denominator == 1 and not variable.sort.find().declared
+                root = variable.sort.find()
+                whole = number.denominator == 1 and (root.integral or not (root.declared or root.double))
                 value = int(number) if whole else float(number)
+                if root.duration:
+                    value = Duration.from_seconds(number)
             witness[variable.path] = value
         return witness
 
@@ -355,7 +377,13 @@ class Encoder:
         existing = self.variables.get(path)
         if existing is not None:
             if sort is not None:
-                self.unify(existing.sort, self._fixed[sort], existing)
+                root = existing.sort.find()
+                if sort == "Int" and root.sort == "Real" and root.number:
+                    root.integral = True  # a number compared with others, declared an int
+                elif sort == "Real" and root.sort == "Real":
+                    root.number, root.double, root.declared = root.integral, True, not root.integral
+                else:
+                    self.unify(existing.sort, self._fixed[sort], existing)
             return existing
         number = len(self.variables)
         created = Variable(path, f"x{number}", "true" if parent is None else f"h{number}",
@@ -514,8 +542,11 @@ class Encoder:
         if isinstance(value, float):
             return -value
         if isinstance(value, SYMBOLIC):
-            sort = self.term(value).sort.find().sort
-            return self.arithmetic("-", 0.0 if sort == "Real" else 0, value)
+            term = self.term(value)
+            root = term.sort.find()
+            if root.number and not root.integral:  # a number of either kind: negation keeps its kind
+                return Term(f"(- {term.text})", term.sort, term.defined)
+            return self.arithmetic("-", 0.0 if root.sort == "Real" else 0, value)
         return self.arithmetic("-", 0, value)
 
     def _binary(self, expr: Binary) -> object:
@@ -591,6 +622,7 @@ class Encoder:
             return concrete_equal(left, right)
         if left is None or right is None:
             return self.equal_null(right if left is None else left)
+        self.mark_durations(left, right)
         a, b = self.term(left), self.term(right)
         sort = self.meet(a, b, left if isinstance(left, Variable) else right, ordering=False)
         defined = conj(a.defined, b.defined)
@@ -624,6 +656,10 @@ class Encoder:
             if bound.sort == "Map":
                 raise Unsupported(self._mismatch(open_class, bound, culprit))
             open_class.sort = "Real" if bound.sort in NUMERIC else bound.sort
+            open_class.number = bound.sort in NUMERIC
+        for one, other in ((ra, rb), (rb, ra)):
+            if one.number and other.sort == "Real" and (other.declared or other.double):
+                one.double = True
         if ra.sort == rb.sort:
             return str(ra.sort)
         if ra.sort in NUMERIC and rb.sort in NUMERIC:
@@ -631,6 +667,17 @@ class Encoder:
         if ra.declared and rb.declared:
             return "Differ"
         raise Unsupported(self._mismatch(ra, rb, culprit))
+
+    def as_int_if_integral(self, term: Term, other: Term | None) -> Term:
+        """A number known to be an int (or meeting an int in arithmetic, which only an int takes)
+        as an Int term: `(to_int x)` of its real constant, which `declarations` says is whole."""
+        root = term.sort.find()
+        if root.sort != "Real" or not root.number:
+            return term
+        if not root.integral and (other is None or other.sort.find().sort != "Int"):
+            return term
+        root.integral = True
+        return Term(f"(to_int {term.text})", self._fixed["Int"], term.defined)
 
     @staticmethod
     def real(term: Term) -> str:
@@ -643,6 +690,7 @@ class Encoder:
             return concrete_order(op, left, right)
         if op in (">", ">="):
             op, left, right = ("<" if op == ">" else "<="), right, left
+        self.mark_durations(left, right)
         a, b = self.term(left), self.term(right)
         sort = self.meet(a, b, left if isinstance(left, Variable) else right, ordering=True)
         if sort == "String":
@@ -686,7 +734,14 @@ class Encoder:
         if not isinstance(left, SYMBOLIC) and not isinstance(right, SYMBOLIC):
             return concrete_arithmetic(op, left, right)
         a, b = self.term(left), self.term(right)
+        a = self.as_int_if_integral(a, b)
+        b = self.as_int_if_integral(b, a)
+        a = self.as_int_if_integral(a, b)
         ra, rb = a.sort.find(), b.sort.find()
+        if ra.sort == "Real" and rb.sort == "Real":
+            for root in (ra, rb):
+                if root.number and not root.integral:
+                    root.number, root.double = False, True  # double arithmetic: it is a double
         if ra.sort is not None and rb.sort is not None and ra.sort != rb.sort and ra.declared and rb.declared:
             return Error(f"no `{op}` between {SORT_NAMES[ra.sort]} and {SORT_NAMES[rb.sort]}")
         sort = self.unify(a.sort, b.sort, left if isinstance(left, Variable) else right)
@@ -744,7 +799,15 @@ class Encoder:
         if isinstance(value, Error):
             return value
         seconds = duration_seconds(value) if isinstance(value, str) else None
-        return Error(f"`{value}` is not a duration") if seconds is None else seconds
+        if seconds is None:
+            return Error(f"`{value}` is not a duration")
+        return WholeSeconds(seconds) if isinstance(seconds, int) else FractionalSeconds(seconds)
+
+    def mark_durations(self, left: object, right: object) -> None:
+        """A run-time value compared with a duration literal is a duration (for its witness)."""
+        for one, other in ((left, right), (right, left)):
+            if isinstance(one, Variable) and isinstance(other, (WholeSeconds, FractionalSeconds)):
+                one.sort.find().duration = True
 
     def size(self, value: object) -> object:
         if isinstance(value, Error):

@@ -111,7 +111,7 @@ def _constant(expr: Expr) -> object:
     if not isinstance(expr, Literal):
         return None
     if expr.kind in ("int", "double"):
-        value = Fraction(expr.value)  # type: ignore[arg-type]
+        value = (DoubleLiteral if expr.kind == "double" else Fraction)(expr.value)  # type: ignore[arg-type]
         return value if abs(value) < 2 ** 1000 else None
     if expr.kind in ("string", "bool"):
         return expr.value
@@ -183,6 +183,13 @@ _NONE = object()
 
 def _value(constraints: list[Atom]) -> object:
     kind = _kind(constraints[0].value)
+    double = any(isinstance(atom.value, DoubleLiteral) or (
+        isinstance(atom.value, frozenset) and any(isinstance(item, DoubleLiteral) for item in atom.value))
+        for atom in constraints)
+
+    def _number(value: Fraction) -> int | float:  # a double when compared with one, as the encoder shows it
+        return float(value) if double or value.denominator != 1 else int(value)
+
     required = {atom.value for atom in constraints if atom.op == "=="}
     excluded = {atom.value for atom in constraints if atom.op == "!="}
     for atom in constraints:
@@ -244,8 +251,8 @@ def _candidates(low: Fraction | None, low_strict: bool, high: Fraction | None, h
         yield start + direction * offset
 
 
-def _number(value: Fraction) -> int | float:
-    return int(value) if value.denominator == 1 else float(value)
+class DoubleLiteral(Fraction):
+    """The value of a double literal: a witness compared with one shows a double (`101.0`)."""
 
 
 def patterns(conditions: list[list[Atom]]) -> list[tuple[frozenset[int], dict[str, object]]] | None:

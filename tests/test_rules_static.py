@@ -1,0 +1,82 @@
+"""Deny rules decided before the run: number guards, computed arguments, witnesses shown as CEL."""
+
+from __future__ import annotations
+
+import pytest
+
+from plangate.cel.evaluate import Duration, Uint, value_source
+from plangate.driver import check_sources
+from plangate.source import SourceFile
+
+
+def diagnostics(plan: str, policy: str):
+    result = check_sources([SourceFile("p.plan", plan)], [SourceFile("p.policy", policy)])
+    return [d for d in result.diagnostics if d.name != "no-policy"]
+
+
+INT_POLICY = """policy p {
+  tool t.x   { risk read_only args { n: int } }
+  tool t.d   { risk read_only args { x: double } }
+  tool t.get { risk read_only }
+  deny "neg" when call.tool == "t.x" && args.n < 0
+  deny "negd" when call.tool == "t.d" && args.x < 0
+  deny "big" when call.tool == "t.d" && args.x > 100.0
+}"""
+
+
+@pytest.mark.parametrize("step", [
+    "call t.x(n: g.result.n) when g.result.n > 0",
+    "call t.x(n: g.result.n) when g.result.n >= 1 && g.result.n < 100",
+    "call t.x(n: g.result.n) when g.result.n > -0.5",
+    "call t.x(n: g.result.n) when g.result.n > 0 && g.result.n % 2 == 0",
+    "call t.d(x: g.result.x) when g.result.x >= 0 && g.result.x <= 100",
+    "call t.d(x: g.result.x) when g.result.x >= 1 && g.result.x < 100",
+])
+def test_a_guard_rules_the_deny_out(step):
+    assert diagnostics(f"plan p {{ step g {{ call t.get() }} step a {{ {step} }} }}", INT_POLICY) == []
+
+
+def test_an_int_argument_guarded_too_loosely_may_be_denied():
+    found = diagnostics("plan p { step g { call t.get() } step a { call t.x(n: g.result.n) when g.result.n > -5 } }",
+                        INT_POLICY)
+    assert [d.name for d in found] == ["policy-deny-possible"]
+    assert "`g.result.n` = -" in found[0].message and "." not in found[0].message.split("= ")[1]
+
+
+def test_a_double_witness_shows_as_a_double_everywhere():
+    found = diagnostics("plan p { step g { call t.get() } step a { call t.d(x: g.result.x) when g.result.x > 0 } }",
+                        INT_POLICY)
+    assert [d.message.split(": it fires when ")[1] for d in found] == ["`g.result.x` = 101.0"]
+
+
+def test_a_deny_that_fires_for_every_value_of_a_concatenation_is_an_error():
+    policy = """policy p {
+      tool db.q  { risk read_only args { sql: string } }
+      tool t.get { risk read_only }
+      deny "no-drop" when call.tool == "db.q" && args.sql.startsWith("DROP")
+    }"""
+    found = diagnostics('plan p { step g { call t.get() } step q { call db.q(sql: "DROP TABLE " + g.result.name) } }',
+                        policy)
+    assert [d.name for d in found] == ["policy-deny"]
+
+
+def test_witnesses_are_cel_values():
+    policy = """policy p {
+      tool t.x   { risk read_only args { m: map, du: duration } }
+      tool t.get { risk read_only }
+      deny "danger" when call.tool == "t.x" && has(args.m.danger)
+      deny "long" when call.tool == "t.x" && args.du > duration("1h")
+    }"""
+    found = diagnostics("plan p { step g { call t.get() } step a { call t.x(m: g.result.m, du: g.result.du) } }",
+                        policy)
+    shown = sorted(d.message.split(": it fires when ")[1] for d in found)
+    assert shown == ['`g.result.du` = duration("3601s")', "`g.result.m.danger` = null"]
+
+
+@pytest.mark.parametrize("value, text", [
+    (None, "null"), (True, "true"), (5, "5"), (Uint(5), "5u"), (101.0, "101.0"), (0.5, "0.5"),
+    ("a\"b", '"a\\"b"'), (Duration(3601 * 10 ** 9), 'duration("3601s")'), ([1, None], "[1, null]"),
+    ({"k": 1.0}, '{"k": 1.0}'), (float("inf"), 'double("Infinity")'),
+])
+def test_value_source(value, text):
+    assert value_source(value) == text
