@@ -65,6 +65,7 @@ from plangate.ir.nodes import ArgSpec, Risk
 from plangate.policy.compiled import CatalogueEntry, CompiledPolicy, CompiledRequirement, format_seconds
 
 SIDES = ("old", "new")
+OTHER = "any other tool"  # the label of the names no pattern of either catalogue takes
 NAMES = {"old": "OLD", "new": "NEW"}
 KINDS = ("check", "rollback", "idempotency")  # requirement kinds other than approval
 COUNTED = ("loosened", "tightened", "changed")  # `rewritten` is informational
@@ -148,7 +149,7 @@ def tool_classes(old: CompiledPolicy, new: CompiledPolicy) -> list[ToolClass]:
         classes.append(ToolClass(prefix + "*", prefix=prefix,
                                  excluded=tuple(n for n in exact if n.startswith(prefix)),
                                  excluded_prefixes=tuple(q for q in prefixes if q != prefix and q.startswith(prefix))))
-    classes.append(ToolClass("any other tool", excluded=tuple(exact), excluded_prefixes=tuple(prefixes)))
+    classes.append(ToolClass(OTHER, excluded=tuple(exact), excluded_prefixes=tuple(prefixes)))
     return classes
 
 
@@ -802,8 +803,12 @@ def _also(group: list[Finding]) -> str:
     others = [finding.tool_class.label for finding in group[1:]]
     if not others:
         return ""
-    shown = ", ".join(f"`{label}`" for label in others[:8]) + (", …" if len(others) > 8 else "")
+    shown = ", ".join(_label(label) for label in others[:8]) + (", …" if len(others) > 8 else "")
     return f"; the same for {len(others)} more tool{'s' if len(others) > 1 else ''}: {shown}"
+
+
+def _label(label: str) -> str:
+    return label if label == OTHER else f"`{label}`"
 
 
 def _witness_json(group: list[Finding]) -> dict[str, Any]:
@@ -825,7 +830,7 @@ def _undecided(question: Question, findings: list[Finding], what: str, changes: 
     for group in _group([f for f in findings if f.status != "witness"], lambda f: f.reason):
         first = group[0]
         changes.append(Change("changed", subject, f"whether {what} could not be decided for calls of "
-                              f"`{first.tool_class.label}`: {first.reason}{_also(group)}"))
+                              f"{_label(first.tool_class.label)}: {first.reason}{_also(group)}"))
 
 
 def _unconfirmed(finding: Finding) -> str:
@@ -956,7 +961,7 @@ def _warn_changes(policies: dict[str, CompiledPolicy], results: dict[Question, l
                 witness = witness or _witness_json(found)
             for group in _group([f for f in findings if f.status != "witness"], lambda f: f.reason):
                 sentences.append(f"whether {NAMES[having]} warns where {NAMES[lacking]} does not could not be decided "
-                                 f"for calls of `{group[0].tool_class.label}`: {group[0].reason}{_also(group)}")
+                                 f"for calls of {_label(group[0].tool_class.label)}: {group[0].reason}{_also(group)}")
         if old == new and not counted:
             continue
         if counted:
