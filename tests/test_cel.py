@@ -20,7 +20,7 @@ from plangate.cel.ast import Binary, Call, Ident, Literal, Select, to_source
 from plangate.cel.evaluate import (INT_MIN, MAX_PATTERN_CHARS, MAX_SIZE, CelError, Duration, Uint,
                                    compile_expr, parse_duration)
 from plangate.cel.reference import evaluate_reference
-from plangate.cel.types import (BOOL, DOUBLE, DURATION, DYN, FUNCTIONS, INT, METHODS, STRING, UINT, ListType,
+from plangate.cel.types import (BOOL, DOUBLE, DURATION, DYN, FUNCTIONS, INT, METHODS, STRING, TIMESTAMP, UINT, ListType,
                                 MapType, RecordType, check_types)
 from plangate.source import SourceFile
 from plangate.syntax import parse_expression
@@ -552,3 +552,53 @@ def test_macro_errors_and_types():
     assert (result_type, problems) == (ListType(INT), [])
     result_type, problems = check_types(parse("tags.all(t, t)"), {"tags": ListType(STRING)})
     assert result_type == BOOL and [p.message for p in problems] == ["the predicate of `all` must be a bool, not a `string`"]
+
+
+# -- timestamps ----------------------------------------------------------------------------------
+
+_STAMPS = st.builds(
+    lambda year, month, day, hour, minute, second, micros, offset: (
+        f"{year:04d}-{month:02d}-{day:02d}T{hour:02d}:{minute:02d}:{second:02d}"
+        + (f".{micros:06d}" if micros else "")
+        + ("Z" if offset == 0 else f"{'+' if offset > 0 else '-'}{abs(offset) // 60:02d}:{abs(offset) % 60:02d}")),
+    st.integers(1971, 2200), st.integers(1, 12), st.integers(1, 28), st.integers(0, 23), st.integers(0, 59),
+    st.integers(0, 59), st.sampled_from([0, 500000, 1, 999999]), st.sampled_from([0, 60, -150, 330, -720]))
+_DURATIONS = st.sampled_from(["1h", "90s", "0.5s", "-2h30m", "0s", "86400s"])
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_STAMPS, _STAMPS, _DURATIONS, st.sampled_from([
+    'timestamp("{a}") < timestamp("{b}")', 'timestamp("{a}") == timestamp("{b}")',
+    'timestamp("{a}") >= timestamp("{b}")', 'timestamp("{a}") - timestamp("{b}")',
+    'timestamp("{a}") + duration("{d}")', 'timestamp("{a}") - duration("{d}")',
+    'timestamp("{a}") + duration("{d}") > timestamp("{b}")']))
+def test_timestamps_agree_with_cel_python(a: str, b: str, d: str, template: str) -> None:
+    # not `string(timestamp(…))`: cel-python keeps the offset and drops the fraction, where CEL
+    # prints RFC 3339 in UTC (`2024-02-29T14:30:00.25Z`), as the evaluator does
+    text = template.format(a=a, b=b, d=d)
+    ours, reference = run(text), evaluate_reference(text, {})
+    assert same_result(ours, reference), (text, ours, reference)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ('timestamp("2024-01-01T00:00:00Z") < timestamp("2024-01-01T00:00:01.5+01:00")', False),
+    ('string(timestamp("2024-02-29T12:00:00.25-02:30"))', "2024-02-29T14:30:00.25Z"),
+    ('timestamp("2024-01-02T00:00:00Z") - timestamp("2024-01-01T00:00:00Z") == duration("24h")', True),
+    ('timestamp("2024-01-01T00:00:00Z") + duration("1h") == timestamp("2024-01-01T01:00:00Z")', True),
+])
+def test_timestamp_evaluation(text: str, expected: object) -> None:
+    assert run(text) == expected
+
+
+@pytest.mark.parametrize("text", ['timestamp("x")', 'timestamp("2023-02-29T00:00:00Z")',
+                                  'timestamp("2024-01-01 00:00:00Z")', 'timestamp("2024-01-01T00:00:00")'])
+def test_invalid_timestamps_are_errors(text: str) -> None:
+    assert isinstance(run(text), CelError)
+    _type, problems = check_types(parse(text), {})
+    assert [problem.name for problem in problems] == ["cel-type-error"]
+
+
+def test_timestamps_type_check() -> None:
+    assert check_types(parse('timestamp("2024-01-01T00:00:00Z") + duration("1h")'), {})[0] == TIMESTAMP
+    assert check_types(parse('timestamp("2024-01-01T00:00:00Z") - timestamp("2024-01-01T00:00:00Z")'), {})[0] == DURATION
+    assert check_types(parse('timestamp("2024-01-01T00:00:00Z") < timestamp("2024-01-01T00:00:00Z")'), {})[0] == BOOL

@@ -14,7 +14,8 @@ Algorithm
 Values: CEL values are plain Python data. int → `int` (64-bit: an operation whose result leaves the
 range is an error), uint → `Uint` (an `int` subclass), double → `float`, string → `str`,
 bytes → `bytes`, bool → `bool`, null → `None`, list → `list` (a `tuple` is read as a list),
-map → any `Mapping`, duration → `Duration`. A `bool` is never a number, though Python says
+map → any `Mapping`, duration → `Duration`, timestamp → `Timestamp` (`timestamp("…")` reads RFC 3339;
+a timestamp plus or minus a duration is a timestamp, the difference of two is a duration). A `bool` is never a number, though Python says
 `True == 1`.
 
 Semantics kept from the CEL specification (and cel-go) where cel-python 0.5 differs:
@@ -39,6 +40,7 @@ Invariants
 
 from __future__ import annotations
 
+import datetime
 import json
 import math
 import operator
@@ -100,6 +102,49 @@ class Duration:
         return f"{sign}{whole}{digits}s"
 
 
+@dataclass(frozen=True, order=True, slots=True)
+class Timestamp:
+    """A CEL timestamp (`google.protobuf.Timestamp`): nanoseconds since 1970-01-01T00:00:00Z, from
+    0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999999Z."""
+
+    nanos: int
+
+    def __str__(self) -> str:
+        """RFC 3339 in UTC, the fraction trimmed: `2024-01-01T00:00:00Z`, `…:00.5Z`."""
+        seconds, fraction = divmod(self.nanos, NANOS_PER_SECOND)
+        moment = _EPOCH + datetime.timedelta(seconds=seconds)
+        digits = f".{fraction:09d}".rstrip("0") if fraction else ""
+        return moment.strftime("%Y-%m-%dT%H:%M:%S") + digits + "Z"
+
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+_TIMESTAMP_MIN = -62_135_596_800 * NANOS_PER_SECOND  # 0001-01-01T00:00:00Z
+_TIMESTAMP_MAX = 253_402_300_800 * NANOS_PER_SECOND - 1  # 9999-12-31T23:59:59.999999999Z
+_RFC3339 = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]{1,9}))?"
+                      r"(?:([Zz])|([+-])([0-9]{2}):([0-9]{2}))")
+
+
+def parse_timestamp(text: str) -> "Timestamp | CelError":
+    """An RFC 3339 timestamp (`2024-01-01T00:00:00Z`, `2024-01-01T01:00:00.5+01:00`)."""
+    match = _RFC3339.fullmatch(text) if len(text) <= 64 else None
+    if match is None:
+        return CelError(f"invalid timestamp `{text[:64]}`")
+    year, month, day, hour, minute, second, fraction, _z, sign, offset_h, offset_m = match.groups()
+    try:
+        moment = datetime.datetime(int(year), int(month), int(day), int(hour), int(minute), int(second),
+                                   tzinfo=datetime.timezone.utc)
+    except ValueError:
+        return CelError(f"invalid timestamp `{text[:64]}`")
+    offset = 0 if sign is None else (1 if sign == "+" else -1) * (int(offset_h) * 3600 + int(offset_m) * 60)
+    if sign is not None and (int(offset_h) > 23 or int(offset_m) > 59):
+        return CelError(f"invalid timestamp `{text[:64]}`")
+    seconds = (moment - _EPOCH) // datetime.timedelta(seconds=1) - offset
+    nanos = seconds * NANOS_PER_SECOND + (int(fraction.ljust(9, "0")) if fraction else 0)
+    if not _TIMESTAMP_MIN <= nanos <= _TIMESTAMP_MAX:
+        return CelError(f"timestamp `{text[:64]}` is out of range")
+    return Timestamp(nanos)
+
+
 Activation = Mapping[str, object]
 Evaluator = Callable[[Activation], object]
 
@@ -114,8 +159,8 @@ class _Failure(Exception):
 
 _MISSING = object()
 _NUMBER = frozenset({int, float, Uint})
-_EQUAL_AS_PYTHON = frozenset({int, float, Uint, str, bytes, bool, type(None), Duration})
-_ORDERED_AS_PYTHON = frozenset({int, float, Uint, str, bytes, bool, Duration})
+_EQUAL_AS_PYTHON = frozenset({int, float, Uint, str, bytes, bool, type(None), Duration, Timestamp})
+_ORDERED_AS_PYTHON = frozenset({int, float, Uint, str, bytes, bool, Duration, Timestamp})
 _ORDERINGS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 _LOGICAL = frozenset({"&&", "||"})
 _BASE_CONVERSIONS: tuple[tuple[type, Callable[[object], object]], ...] = (
@@ -164,6 +209,8 @@ def type_name(value: object) -> str:
         return "map"
     if isinstance(value, Duration):
         return "duration"
+    if isinstance(value, Timestamp):
+        return "timestamp"
     return f"unsupported value of Python type `{type(value).__name__}`"
 
 
@@ -196,8 +243,9 @@ def value_source(value: object) -> str:
         return "[" + ", ".join(value_source(item) for item in value) + "]"
     if isinstance(value, Mapping):
         return "{" + ", ".join(f"{value_source(key)}: {value_source(item)}" for key, item in value.items()) + "}"
-    text = str(value)
-    return text if type(value).__name__ != "Timestamp" else f'timestamp("{text}")'
+    if isinstance(value, Timestamp):
+        return f'timestamp("{value}")'
+    return str(value)
 
 
 def _plain(value: object) -> object:
@@ -227,6 +275,12 @@ def _uint_result(value: int) -> Uint:
     if 0 <= value <= UINT_MAX:
         return Uint(value)
     raise _Failure("unsigned integer overflow")
+
+
+def _timestamp_result(nanos: int) -> Timestamp:
+    if not _TIMESTAMP_MIN <= nanos <= _TIMESTAMP_MAX:
+        raise _Failure("timestamp out of range")
+    return Timestamp(nanos)
 
 
 def _duration_result(nanos: int) -> Duration:
@@ -368,6 +422,10 @@ def _add(left: object, right: object) -> object:
             return _uint_result(left + right)  # type: ignore[operator]
         if kind is Duration:
             return _duration_result(left.nanos + right.nanos)  # type: ignore[attr-defined]
+    if kind is Timestamp and type(right) is Duration:
+        return _timestamp_result(left.nanos + right.nanos)  # type: ignore[attr-defined]
+    if kind is Duration and type(right) is Timestamp:
+        return _timestamp_result(left.nanos + right.nanos)  # type: ignore[attr-defined]
     if _is_list(left) and _is_list(right):
         _sized(len(left) + len(right), "list")  # type: ignore[arg-type]
         return [*left, *right]  # type: ignore[misc]
@@ -385,6 +443,10 @@ def _subtract(left: object, right: object) -> object:
             return _uint_result(left - right)  # type: ignore[operator]
         if kind is Duration:
             return _duration_result(left.nanos - right.nanos)  # type: ignore[attr-defined]
+        if kind is Timestamp:
+            return _duration_result(left.nanos - right.nanos)  # type: ignore[attr-defined]
+    if kind is Timestamp and type(right) is Duration:
+        return _timestamp_result(left.nanos - right.nanos)  # type: ignore[attr-defined]
     return _retry_plain(_subtract, "-", left, right)
 
 
@@ -612,7 +674,7 @@ def _to_string(value: object) -> str:
             return value.decode("utf-8")  # type: ignore[union-attr]
         except UnicodeDecodeError:
             raise _Failure("the bytes are not valid UTF-8") from None
-    if kind is Duration:
+    if kind is Duration or kind is Timestamp:
         return str(value)
     raise _Failure(f"no such overload for `string({type_name(value)})`")
 
@@ -650,7 +712,19 @@ def _to_duration(value: object) -> Duration:
     raise _Failure(f"no such overload for `duration({type_name(value)})`")
 
 
+def _to_timestamp(value: object) -> Timestamp:
+    if isinstance(value, Timestamp):
+        return value
+    if isinstance(value, str):
+        parsed = parse_timestamp(value)
+        if isinstance(parsed, CelError):
+            raise _Failure(parsed.message)
+        return parsed
+    raise _Failure(f"no such overload for `timestamp({type_name(value)})`")
+
+
 _FUNCTIONS_OF_ONE: dict[str, Callable[[object], object]] = {
+    "timestamp": _to_timestamp,
     "size": _size,
     "int": _to_int,
     "uint": _to_uint,

@@ -30,7 +30,7 @@ import celpy
 from celpy import celtypes
 
 from plangate.cel.ast import Expr, to_source
-from plangate.cel.evaluate import NANOS_PER_SECOND, CelError, Duration, Uint
+from plangate.cel.evaluate import NANOS_PER_SECOND, CelError, Duration, Timestamp, Uint
 
 
 @lru_cache(maxsize=1024)
@@ -94,11 +94,17 @@ def to_celpy(value: object) -> object:
     if isinstance(value, Duration):
         seconds, nanos = divmod(value.nanos, NANOS_PER_SECOND)
         return celtypes.DurationType(seconds, nanos)
+    if isinstance(value, Timestamp):  # cel-python keeps microseconds
+        moment = _EPOCH + datetime.timedelta(microseconds=value.nanos // 1_000)
+        return celtypes.TimestampType(moment)
     if isinstance(value, (list, tuple)):
         return celtypes.ListType([to_celpy(item) for item in value])
     if isinstance(value, Mapping):
         return celtypes.MapType({to_celpy(key): to_celpy(item) for key, item in value.items()})
     raise TypeError(f"not a CEL value: {type(value).__name__}")
+
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 
 
 def from_celpy(value: object) -> object:
@@ -115,6 +121,8 @@ def from_celpy(value: object) -> object:
         return str(value)
     if isinstance(value, bytes):
         return bytes(value)
+    if isinstance(value, datetime.datetime):
+        return Timestamp((value - _EPOCH) // datetime.timedelta(microseconds=1) * 1_000)
     if isinstance(value, datetime.timedelta):
         micros = (value.days * 86_400 + value.seconds) * 1_000_000 + value.microseconds
         return Duration(micros * 1_000)

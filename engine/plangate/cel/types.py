@@ -16,7 +16,9 @@ Rules beyond the plain same-type ones, chosen to match the evaluator:
 - Types that can be `null` (`dyn`, lists, maps, records, durations, timestamps) compare with `null`.
 - The branches of `?:` must have one type; a list or map literal of mixed types is `list(dyn)` or
   `map(K, dyn)`.
-- A literal `duration("…")` or `matches` pattern that cannot work is reported statically, and so
+- Timestamps: `timestamp("…")` (RFC 3339) ordered among themselves; timestamp ± duration is a
+  timestamp, timestamp − timestamp a duration.
+- A literal `duration("…")`, `timestamp("…")` or `matches` pattern that cannot work is reported statically, and so
   is a key given twice in a map literal (an error in CEL).
 - A name bound to a `selected_only` record (a step id in a plan) is no value: only `x.field` is;
   a bare `x` or `x.other` is an `unknown-name` whose help names the record's field. The help of an
@@ -32,7 +34,8 @@ from typing import Mapping, Union
 
 from plangate.cel.ast import (Binary, Call, Conditional, Expr, Ident, Index, ListExpr, Literal, MapExpr,
                               Select, Unary, to_source)
-from plangate.cel.evaluate import INT_MAX, INT_MIN, UINT_MAX, CelError, is_macro, parse_duration, pattern_error
+from plangate.cel.evaluate import (INT_MAX, INT_MIN, UINT_MAX, CelError, is_macro, parse_duration, parse_timestamp,
+                                  pattern_error)
 from plangate.diagnostics import Diagnostic, diagnostic
 from plangate.source import Span
 from plangate.suggest import closest, did_you_mean
@@ -108,8 +111,10 @@ _SIZED = (STRING, BYTES)
 # Arithmetic: (left, right) → result. A `dyn` side matches any entry; lists are handled apart.
 _ARITHMETIC: dict[str, dict[tuple[CelType, CelType], CelType]] = {
     "+": {(INT, INT): INT, (UINT, UINT): UINT, (DOUBLE, DOUBLE): DOUBLE, (STRING, STRING): STRING,
-          (BYTES, BYTES): BYTES, (DURATION, DURATION): DURATION},
-    "-": {(INT, INT): INT, (UINT, UINT): UINT, (DOUBLE, DOUBLE): DOUBLE, (DURATION, DURATION): DURATION},
+          (BYTES, BYTES): BYTES, (DURATION, DURATION): DURATION, (TIMESTAMP, DURATION): TIMESTAMP,
+          (DURATION, TIMESTAMP): TIMESTAMP},
+    "-": {(INT, INT): INT, (UINT, UINT): UINT, (DOUBLE, DOUBLE): DOUBLE, (DURATION, DURATION): DURATION,
+          (TIMESTAMP, TIMESTAMP): DURATION, (TIMESTAMP, DURATION): TIMESTAMP},
     "*": {(INT, INT): INT, (UINT, UINT): UINT, (DOUBLE, DOUBLE): DOUBLE},
     "/": {(INT, INT): INT, (UINT, UINT): UINT, (DOUBLE, DOUBLE): DOUBLE},
     "%": {(INT, INT): INT, (UINT, UINT): UINT},
@@ -120,10 +125,11 @@ _CONVERSIONS: dict[str, tuple[frozenset[CelType], CelType]] = {
     "int": (frozenset({INT, UINT, DOUBLE, STRING}), INT),
     "uint": (frozenset({INT, UINT, DOUBLE, STRING}), UINT),
     "double": (frozenset({INT, UINT, DOUBLE, STRING}), DOUBLE),
-    "string": (frozenset({INT, UINT, DOUBLE, STRING, BOOL, BYTES, DURATION}), STRING),
+    "string": (frozenset({INT, UINT, DOUBLE, STRING, BOOL, BYTES, DURATION, TIMESTAMP}), STRING),
     "bool": (frozenset({BOOL, STRING}), BOOL),
     "bytes": (frozenset({BYTES, STRING}), BYTES),
     "duration": (frozenset({STRING, DURATION}), DURATION),
+    "timestamp": (frozenset({STRING, TIMESTAMP}), TIMESTAMP),
     "dyn": (frozenset(), DYN),  # accepts anything: handled before the table is read
 }
 _STRING_METHODS = frozenset({"startsWith", "endsWith", "contains", "matches"})
@@ -404,6 +410,11 @@ class _Checker:
             if isinstance(parsed, CelError):
                 return self.error(argument_expr.span, parsed.message,
                                   help='write a duration such as `"30s"`, `"1h30m"` or `"100ms"`')
+        if name == "timestamp" and _is_string_literal(argument_expr):
+            stamp = parse_timestamp(argument_expr.value)  # type: ignore[union-attr,arg-type]
+            if isinstance(stamp, CelError):
+                return self.error(argument_expr.span, stamp.message,
+                                  help='write an RFC 3339 time such as `"2024-01-01T00:00:00Z"`')
         return result
 
     def string_method(self, name: str, target: CelType, args: tuple[Expr, ...], expr: Call) -> CelType:

@@ -4,7 +4,10 @@ Every call (a step's `call` and its `rollback`) must match a catalogue entry; wi
 `unknown_tools warn` an unmatched tool is a warning, else an error. Where the entry has an `args`
 schema, each argument must be declared, each required one present, and each value of its type:
 constants are typed by value, expressions by the CEL type checker, results of earlier steps are
-`dyn` and pass. An `int` constant is accepted where a `double` is declared (`amount: 900`).
+`dyn` and pass. An `int` is accepted where a `double` is declared (`amount: 900`); otherwise
+`int` and `uint` are distinct (`5` is no `uint`: `5u`), a `duration` takes a duration
+(`duration("1h")`, not the string `"1h"`) and a `timestamp` a timestamp (`timestamp("…")`, RFC
+3339), as CEL types them; the help shows the conversion when the string would convert.
 """
 
 from __future__ import annotations
@@ -73,12 +76,13 @@ def call_diagnostics(policy: CompiledPolicy, step: Step, call: ToolCall, entry: 
                 help=f"did you mean `{suggestion}`?" if suggestion else
                 "its arguments are " + (", ".join(f"`{name}`" for name in schema) or "none"))
             continue
-        problem = _type_problem(spec.type, values.get(argument.name), argument.value)
-        if problem is not None:
+        found = type_problem(spec.type, values.get(argument.name), argument.value)
+        if found is not None:
+            problem, fix = found
             yield diagnostic(
                 "arg-type", argument.value.span,
                 f"argument `{argument.name}` of `{call.tool}` must be `{spec.type}`, but {problem}",
-                labels=[Label(spec.span, f"`{spec.name}` is declared `{spec.type}` here")])
+                labels=[Label(spec.span, f"`{spec.name}` is declared `{spec.type}` here")], help=fix)
     for name, spec in schema.items():
         if name not in given and not spec.optional:
             yield diagnostic(
@@ -86,37 +90,96 @@ def call_diagnostics(policy: CompiledPolicy, step: Step, call: ToolCall, entry: 
                 labels=[Label(spec.span, "declared here")], help=f"add `{name}: …` to the call")
 
 
-_PYTHON_TYPES = {"string": (str,), "int": (int,), "uint": (int,), "double": (float, int), "bool": (bool,),
+_PYTHON_TYPES = {"string": (str,), "int": (int,), "double": (float, int), "bool": (bool,),
                  "bytes": (bytes,), "list": (list, tuple), "map": (dict,), "null": (type(None),)}
 
 
-def _type_problem(declared: str, value: Any, expr: Any) -> str | None:
-    from plangate.cel.evaluate import CelError
+def type_problem(declared: str, value: Any, expr: Any) -> tuple[str, str | None] | None:
+    """Why `value` (the argument's value before the run, an `Unknown` or a `CelError`) does not fit
+    the declared type, and how to write it; None when it fits or is known only at run time."""
+    from plangate.cel.evaluate import CelError, Duration, Timestamp, Uint, parse_duration, parse_timestamp
     from plangate.smt.decide import Unknown
 
-    if isinstance(value, (Unknown, CelError)) or declared in ("dyn", "duration", "timestamp"):
-        return None  # known only at run time (the tool's own type hints are checked then), or not checkable by value
+    if declared == "dyn" or isinstance(value, CelError):
+        return None  # anything goes; a constant that fails is a `cel-type-error` of its own
+    if isinstance(value, Unknown):
+        return _static_problem(declared, expr)
     if value is None:
-        return None if declared == "null" else "it is `null`"
+        return None if declared == "null" else ("it is `null`", None)
+    if declared == "duration":
+        if isinstance(value, Duration):
+            return None
+        fix = f'write `duration("{value}")`' if isinstance(value, str) and not isinstance(
+            parse_duration(value), CelError) else 'write a duration such as `duration("30s")`'
+        return f"it is {_describe(value)}", fix
+    if declared == "timestamp":
+        if isinstance(value, Timestamp):
+            return None
+        fix = f'write `timestamp("{value}")`' if isinstance(value, str) and not isinstance(
+            parse_timestamp(value), CelError) else 'write an RFC 3339 time such as `timestamp("2024-01-01T00:00:00Z")`'
+        return f"it is {_describe(value)}", fix
+    if declared == "uint":
+        if isinstance(value, Uint):
+            return None
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return f"it is {_describe(value)}", f"write `{value}u`"
+        return f"it is {_describe(value)}", None
+    if declared == "int" and isinstance(value, Uint):
+        return f"it is {_describe(value)}", f"write `{int(value)}`" if value <= 2 ** 63 - 1 else None
     if isinstance(value, bool) and declared != "bool":
-        return f"it is {_describe(value)}"
+        return f"it is {_describe(value)}", None
     accepted = _PYTHON_TYPES.get(declared)
-    if accepted is None or (isinstance(value, accepted) and not (declared == "uint" and value < 0)):
+    if accepted is None or isinstance(value, accepted):
         return None
-    return f"it is {_describe(value)}"
+    return f"it is {_describe(value)}", None
+
+
+_STATIC_NAMES = {"string", "int", "uint", "double", "bool", "bytes", "duration", "timestamp", "null"}
+
+
+def _static_problem(declared: str, expr: Any) -> tuple[str, str | None] | None:
+    """An expression over results: its static type (results are `dyn`) must fit the declared one."""
+    from plangate.cel import ast as cel
+    from plangate.cel.types import DYN, INT, ListType, MapType, Primitive, check_types
+
+    env = {node.name: DYN for node in cel.walk(expr) if isinstance(node, cel.Ident)}
+    found, problems = check_types(expr, env)
+    if problems or found == DYN:
+        return None
+    if declared == "list" and isinstance(found, ListType) or declared == "map" and isinstance(found, MapType):
+        return None
+    if declared == "double" and found == INT:
+        return None  # an int is accepted for a double, as for constants
+    if isinstance(found, Primitive) and found.name == declared:
+        return None
+    if declared not in _STATIC_NAMES | {"list", "map"}:
+        return None
+    return f"`{cel.to_source(expr)}` is {_article(str(found))}", None
+
+
+def _article(name: str) -> str:
+    return f"{'an' if name[0] in 'aeiou' else 'a'} `{name}`"
 
 
 def _describe(value: Any) -> str:
+    from plangate.cel.evaluate import Duration, Timestamp, Uint, value_source
+
     if isinstance(value, bool):
         return f"the bool `{str(value).lower()}`"
     if isinstance(value, str):
-        return f"the string `\"{value}\"`" if len(value) < 40 else "a string"
+        return f"the string `{value_source(value)}`" if len(value) < 40 else "a string"
+    if isinstance(value, Uint):
+        return f"the uint `{value_source(value)}`"
     if isinstance(value, int):
         return f"the int `{value}`"
     if isinstance(value, float):
-        return f"the double `{value}`"
+        return f"the double `{value_source(value)}`"
+    if isinstance(value, Duration):
+        return f"the duration `{value_source(value)}`"
+    if isinstance(value, Timestamp):
+        return f"the timestamp `{value_source(value)}`"
     if isinstance(value, (list, tuple)):
         return "a list"
     if isinstance(value, dict):
         return "a map"
-    return f"`{value!r}`"
+    return f"`{value_source(value)}`"
