@@ -100,7 +100,7 @@ def plangate_command() -> list[str]:
 def test_clean_plan_exits_0(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(capsys, "check", "clean.plan", "--policy", "tools.policy")
     assert code == 0, out + err
-    assert "no problems in 2 files" in out
+    assert "no problems in 1 file" in out
 
 
 def test_clean_plan_with_strict_still_exits_0(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -127,13 +127,13 @@ def test_warnings_exit_0_but_1_with_strict(files: Path, capsys: pytest.CaptureFi
     assert "warning[PG107] open-decision" in out
     code, out, _ = run(capsys, "check", "--strict", "warn.plan", "--policy", "tools.policy")
     assert code == 1
-    assert "1 warning in 2 files" in out
+    assert "1 warning in 1 file" in out
 
 
 def test_one_bad_file_among_good_ones_exits_1(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "check", "clean.plan", "warn.plan", "broken.plan", "--policy", "tools.policy")
     assert code == 1
-    assert "1 error, 1 warning in 4 files" in out
+    assert "1 error, 1 warning in 3 files" in out
 
 
 @pytest.mark.parametrize("argv, needle", [
@@ -212,7 +212,7 @@ def test_every_format_is_parseable(files: Path, capsys: pytest.CaptureFixture[st
     if fmt == "json":
         report = json.loads(out)
         assert report["version"] == 1
-        assert report["summary"]["files"] == 2
+        assert report["summary"]["files"] == 1
         assert report["summary"]["errors"] == (1 if plan == "broken.plan" else 0)
         for item in report["diagnostics"]:
             assert set(item) >= {"code", "name", "severity", "message", "file", "span", "notes", "help"}
@@ -235,7 +235,7 @@ def test_every_format_is_parseable(files: Path, capsys: pytest.CaptureFixture[st
         assert ("::error " in out) == (plan == "broken.plan")
         assert ("::warning " in out) == (plan == "warn.plan")
     else:
-        assert out.rstrip().splitlines()[-1].endswith("in 2 files")
+        assert out.rstrip().splitlines()[-1].endswith("in 1 file")
 
 
 def test_json_span_points_at_the_offending_name(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -257,7 +257,7 @@ def test_readme_quick_start_command_is_clean(capsys: pytest.CaptureFixture[str],
     monkeypatch.chdir(ROOT)
     code, out, err = run(capsys, "check", *plans, "--policy", "policies/baseline.policy", "--color", "never")
     assert code == 0, out + err
-    assert f"no problems in {len(plans) + 1} files" in out
+    assert f"no problems in {len(plans)} files" in out
 
 
 # ---------------------------------------------------------------------------------- --version, explain

@@ -129,8 +129,8 @@ def run_case(case: Case, monkeypatch: pytest.MonkeyPatch) -> Outcome:
         from plangate.driver import check
 
         result = check(list(case.plans), list(case.policies), {"announce_no_policy": True})
-    text = render(result.diagnostics, result.sources, "text", files=result.files, color=False,
-                  tool_version=__version__)
+    counted = result.files if case.mode == "test" else result.checked_files  # as the command counts
+    text = render(result.diagnostics, result.sources, "text", files=counted, color=False, tool_version=__version__)
     if case.mode == "test":  # as `plangate test` prints it
         text = result.report + ("\n" + text if result.diagnostics else "")
     lines = {}

@@ -150,7 +150,8 @@ def _check(args: argparse.Namespace) -> int:
 
     result = check(args.plans, args.policy, {"announce_no_policy": args.format == "text"})
     color = args.output is None and args.format == "text" and _use_color(args.color, sys.stdout)
-    text = render(result.diagnostics, result.sources, args.format, files=result.files, color=color,
+    listed = result.checked_files if args.format in ("text", "json") else result.files  # counted vs listed
+    text = render(result.diagnostics, result.sources, args.format, files=listed, color=color,
                   tool_version=__version__)
     failed = _emit(text, args.output)
     return failed if failed is not None else result.exit_code(strict=args.strict)

@@ -36,11 +36,18 @@ FAILURE_NAMES = frozenset({"unreadable-input", "internal-error", "budget-unknown
 class CheckResult:
     diagnostics: list[Diagnostic]
     sources: SourceMap
-    files: list[str]
+    files: list[str]  # every input: plan files, then policy files
     plans: list[Plan] = field(default_factory=list)
     policies: list[Policy] = field(default_factory=list)
     policy: CompiledPolicy | None = None
     timings: dict[str, float] = field(default_factory=dict)
+    plan_files: list[str] = field(default_factory=list)
+
+    @property
+    def checked_files(self) -> list[str]:
+        """What a summary counts: the files checked (the plans); policies given with them are the
+        yardstick, not the subject (the contract's JSON example: one plan, `"files": 1`)."""
+        return self.plan_files or self.files
 
     @property
     def errors(self) -> int:
@@ -213,6 +220,7 @@ def _check_sources(plan_sources: Sequence[SourceFile], policy_sources: Sequence[
         diagnostics=sorted(diagnostics, key=Diagnostic.sort_key),
         sources=sources,
         files=[source.name for source in [*plan_sources, *policy_sources]],
+        plan_files=[source.name for source in plan_sources],
         plans=plans,
         policies=policy_documents,
         policy=compiled,
