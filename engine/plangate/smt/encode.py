@@ -21,7 +21,13 @@ Invariants:
   is compared with (a number makes it a Real — at run time it may be an int or a double, and CEL
   compares the two by value), what arithmetic it takes part in (exactly that sort), or its use as
   a condition (Bool). Two `dyn` values compared only with each other share one class (ordered:
-  numbers; equal: an Int if nothing else decides). A value with fields is a map. A `dyn` value
+  numbers; equal: an Int if nothing else decides). A value with fields is a map. A run-time
+  value that became a real by meeting numbers is still a *number* of either kind: declared an
+  int (an int argument passed as `n: x.result.n`) or taking part in int arithmetic, it stays a
+  real constant asserted whole (`is_int`) and reads as `(to_int x)` where an int is needed, so
+  `x.result.n > 0` guards `args.n < 0`; double arithmetic fixes it as a double. A witness shows a
+  number as a double when it met a double, and a value compared with a `duration("…")` literal
+  (seconds to the solver) as a duration. A `dyn` value
   that meets a second sort raises `Unsupported` ("used inconsistently"), as does anything outside
   the subset (e.g. `matches`, `exists`, `null` against a `dyn` value): the caller reports
   "decided at run time", never a silent true or false.
