@@ -353,6 +353,9 @@ class Lowering(Transformer):
         keyword, count, role, within = children
         count_value = 1 if count is None else (self._whole(count, "an approver count", 1) or 1)
         duration = self._duration(within) if within is not None else None
+        if duration is not None and duration.seconds == 0:
+            self._report("invalid-value", duration.span, f"an approval `within {duration.text}` expires at once",
+                         help="give it a time to be used, such as `within 15m`")
         last = within if within is not None else role
         return ir.ApprovalSpec.model_construct(count=count_value, role=self._string(role), within=duration,
                                span=self._span(keyword, last))
