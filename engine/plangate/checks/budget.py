@@ -46,6 +46,7 @@ from typing import Iterator, Sequence
 
 from plangate.budget import Loads, Schedule, graham_bound, list_schedule, critical_path
 from plangate.cel.ast import to_source
+from plangate.cel.evaluate import value_source
 from plangate.checks.context import PlanContext
 from plangate.checks.currency import plan_currency
 from plangate.checks.limits import money_text, shared_currency
@@ -420,7 +421,7 @@ def _branch_notes(report: Report, runs: Sequence[bool], worst: Worst) -> list[st
         fires = guard.step in component.patterns[worst.choice[guard.component]]
         if len(component.guards) == 1 and fires:
             continue  # an independent condition that holds says nothing of interest
-        shown = ", ".join(f"`{path}` = {_value(values[path])}" for path in guard.paths if path in values)
+        shown = ", ".join(f"`{path}` = {value_source(values[path])}" for path in guard.paths if path in values)
         because = f" (`{to_source(guard.condition)}`" + (f" with {shown})" if shown else ")")
         if fires and runs[index]:
             taken.append(f"`{guard.step}`{because}")
@@ -432,11 +433,3 @@ def _branch_notes(report: Report, runs: Sequence[bool], worst: Worst) -> list[st
     if skipped:
         notes.append("conditions that do not hold (so those steps are skipped): " + _listed(skipped, "; "))
     return notes
-
-
-def _value(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    return repr(value)
