@@ -245,6 +245,16 @@ def test_a_retried_step_without_a_key_gets_one_stable_derived_key(box):
     assert len(keys) == 2 and keys[0] == keys[1] and keys[0].startswith(f"{run}:warm:")
 
 
+def test_duration_and_timestamp_arguments_reach_the_tool_as_their_canonical_text(box):
+    toolbox, runtime = box
+    run = start_plan(runtime, '  step w { call t.write(name: "n", value: [duration("90m"), '
+                              'timestamp("2024-01-01T10:00:00+02:00")]) idempotency "k" }\n'
+                              '  check v after w { call t.read(key: "n") }')
+    assert runtime.advance(run).state == "succeeded"
+    intent = kinds(runtime, run, "intent", "w")[0]
+    assert intent.body["args"]["value"] == ["5400s", "2024-01-01T08:00:00Z"]
+
+
 def test_a_failed_step_cancels_its_dependents_and_nothing_else(box):
     toolbox, runtime = box
     toolbox.failures["db"] = 99

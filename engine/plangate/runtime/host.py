@@ -1054,7 +1054,7 @@ def _evidence_value(value: Any) -> Any:
 
 
 def _plain(value: Any) -> Any:
-    from plangate.cel.evaluate import Duration, Uint
+    from plangate.cel.evaluate import Duration, Timestamp, Uint
 
     if isinstance(value, bool) or value is None or isinstance(value, (str, float)):
         return value
@@ -1062,8 +1062,8 @@ def _plain(value: Any) -> Any:
         return int(value)
     if isinstance(value, int):
         return int(value)
-    if isinstance(value, Duration):
-        return str(value)
+    if isinstance(value, (Duration, Timestamp)):
+        return str(value)  # `90s`, `2024-01-01T08:00:00Z`: what a tool is given
     if isinstance(value, bytes):
         return value.decode("utf-8", errors="replace")
     if isinstance(value, dict):
