@@ -64,11 +64,15 @@ def constant_errors(expr: cel.Expr) -> Iterator[Diagnostic]:
 
 
 def _constant_parts(expr: cel.Expr) -> Iterator[cel.Expr]:
+    """The maximal parts of `expr` that read no name, except literals (which cannot fail), and
+    except under `&&`, `||`, a conditional's branches and macros, which may absorb an error."""
+    constant = _constant_nodes(expr)
     stack = [expr]
     while stack:
         node = stack.pop()
-        if _is_constant(node):
-            yield node
+        if id(node) in constant:
+            if not isinstance(node, cel.Literal):
+                yield node
             continue
         if isinstance(node, cel.Binary) and node.op in ("&&", "||"):
             continue  # either side's error may be absorbed by the other
@@ -80,8 +84,14 @@ def _constant_parts(expr: cel.Expr) -> Iterator[cel.Expr]:
         stack.extend(reversed(cel.children(node)))
 
 
-def _is_constant(expr: cel.Expr) -> bool:
-    return not any(isinstance(node, cel.Ident) for node in cel.walk(expr))
+def _constant_nodes(expr: cel.Expr) -> set[int]:
+    """The ids of the nodes of `expr` that read no name, in one pass: reversed pre-order visits
+    every node after all of its descendants."""
+    constant: set[int] = set()
+    for node in reversed(list(cel.walk(expr))):
+        if not isinstance(node, cel.Ident) and all(id(child) in constant for child in cel.children(node)):
+            constant.add(id(node))
+    return constant
 
 
 def _innermost_failure(expr: cel.Expr) -> cel.Expr:

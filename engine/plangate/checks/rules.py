@@ -103,6 +103,8 @@ def _decide_condition(evaluator: Any, condition: cel.Expr, scope: dict[str, Any]
     when = facts.step.when
     if when is None or alone.outcome in ("never", "runtime", "unknown"):
         return alone  # a rule that cannot fire on any call cannot fire on the runs where the step runs
+    if alone.outcome == "must" and isinstance(evaluator.holds(condition, scope), bool):
+        return alone  # decided on known values: it holds on every run, so on those where the step runs
     from plangate.smt.decide import Unknown
 
     for node in cel.walk(when):  # the steps whose results the condition reads, and no others
