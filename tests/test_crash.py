@@ -365,7 +365,6 @@ SLOW_PLAN = 'plan slow { version 1 step w { call slow.write(name: "one") risk re
 
 
 def test_a_run_is_executed_by_one_process_at_a_time_and_a_killed_holder_does_not_block_it(tmp_path, demo):
-    import os
     import subprocess
     import sys
     import time

@@ -123,41 +123,45 @@ class LalrDriver:
         unary_run = 0
         position = 0
         length = len(text)
-        while position < length:
-            found = match(text, position)
-            if found is None:
-                if self.trailer.match(text, position):
-                    break
-                return GIVE_UP
-            kind = found.lastgroup
-            start, end = found.span(kind)
-            row = actions[states[-1]]
-            value = found.group(kind)
-            if kind == "NAME":
-                keyword = keywords.get(value)
-                if keyword is not None and keyword in row:
-                    kind = keyword
-                else:
+        while True:
+            if position < length:
+                found = match(text, position)
+                if found is None:
+                    if self.trailer.match(text, position) is None:
+                        return GIVE_UP
+                    position = length  # only white space and comments are left
+                    continue
+                kind = found.lastgroup
+                begin, position = found.span(kind)
+                row = actions[states[-1]]
+                value = found.group(kind)
+                if kind == "NAME":
+                    keyword = keywords.get(value)
+                    if keyword is not None and keyword in row:
+                        kind = keyword
+                    else:
+                        unary_run = 0
+                elif kind in _OPENERS:
+                    depth += _OPENERS[kind]
+                    if depth > max_nesting:
+                        return GIVE_UP
                     unary_run = 0
-            elif kind in _OPENERS:
-                depth += _OPENERS[kind]
-                if depth > max_nesting:
-                    return GIVE_UP
-                unary_run = 0
-            elif kind in _UNARY:
-                unary_run += 1
-                if unary_run > max_nesting:
-                    return GIVE_UP
-            elif kind in _OPERANDS:
-                unary_run = 0
+                elif kind in _UNARY:
+                    unary_run += 1
+                    if unary_run > max_nesting:
+                        return GIVE_UP
+                elif kind in _OPERANDS:
+                    unary_run = 0
+                token = new_token(Token, value)
+                token.type = kind
+                token.value = value
+                token.start_pos = begin
+                token.end_pos = position
+            else:
+                kind, token, row = _END, None, actions[states[-1]]
             action = row.get(kind)
             if action is None:
                 return GIVE_UP
-            token = new_token(Token, value)
-            token.type = kind
-            token.value = value
-            token.start_pos = start
-            token.end_pos = end
             while action.__class__ is not int:
                 size, callback, origin = action
                 if callback is None:
@@ -176,30 +180,14 @@ class LalrDriver:
                     follow = chains[key] = self._follow(*key)
                 target, action = follow
                 states.append(target)
+                if token is None and target == end_state:
+                    return values[-1]
                 if action is None:
                     return GIVE_UP
+            if token is None:
+                return GIVE_UP  # the end of the text is never shifted
             states.append(action)
             values.append(token)
-            position = end
-
-        while True:
-            action = actions[states[-1]].get(_END)
-            if action is None or action.__class__ is int:
-                return GIVE_UP
-            size, callback, origin = action
-            if callback is None:
-                del states[-1]
-            else:
-                if size:
-                    children = values[-size:]
-                    del states[-size:]
-                    del values[-size:]
-                else:
-                    children = []
-                values.append(callback(children))
-            states.append(actions[states[-1]][origin])
-            if states[-1] == end_state:
-                return values[-1]
 
 
 class _Spliced(list):
