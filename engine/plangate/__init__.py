@@ -6,6 +6,8 @@ The public API (loaded lazily so that `plangate --version` stays fast):
 - `compile_policy(paths)`: a frozen, hashed `CompiledPolicy`
 - `Runtime`: the interpreter that executes a plan under a compiled policy
 - `tool`: the decorator that registers a Python function as a plan tool
+- `Gate`: the pre-execution gate for agent runtimes: `Gate.from_files(policies).decide(tool, args)`
+- `SourceFile`, `ToolRegistry`: the inputs of `check_sources` and `Runtime`
 """
 
 from __future__ import annotations
@@ -22,6 +24,11 @@ _LAZY = {
     "CompiledPolicy": ("plangate.policy.compiled", "CompiledPolicy"),
     "Runtime": ("plangate.runtime.host", "Runtime"),
     "tool": ("plangate.runtime.tools", "tool"),
+    "ToolRegistry": ("plangate.runtime.tools", "ToolRegistry"),
+    "Gate": ("plangate.gate", "Gate"),
+    "GateDecision": ("plangate.gate", "GateDecision"),
+    "GateError": ("plangate.gate", "GateError"),
+    "SourceFile": ("plangate.source", "SourceFile"),
 }
 
 __all__ = ["__version__", *_LAZY]

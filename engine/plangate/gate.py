@@ -1,0 +1,224 @@
+"""The embeddable pre-execution gate: an agent runtime asks, before each tool call, what the policy says.
+
+    gate = Gate.from_files(["policies/baseline.policy"])
+    decision = gate.decide("payments.refund", {"amount": 900.0, "currency": "EUR"})
+    if not decision.allowed: ...            # decision.reasons says why
+    for need in decision.approvals: ...     # who must approve first (role, count, within)
+
+A `Gate` holds one `CompiledPolicy` (compiled once from one or more policies, combined as
+`plangate check` combines them, with its content hash) and decides concrete calls with the same
+evaluator, catalogue and argument check as `plangate check` and the runtime:
+
+1. the tool is matched against the catalogue (the most specific entry); an unmatched tool is refused
+   under `unknown_tools deny` (the default) and allowed with a warning under `warn`;
+2. where the entry declares `args`, every argument must be declared, every required one given, and
+   each value of its type (`arg-type`): a call that does not fit is refused;
+3. the step's risk is the higher of the one the caller declares and the catalogue's (neither:
+   `irreversible`), and the rules see `step`, `call`, `args`, `plan` and the risk constants exactly
+   as in a plan; every deny rule that fires refuses the call (a rule whose condition fails to
+   evaluate does not fire, and the failure is reported in `errors` unless the condition reads
+   nothing of the call, such as `plan.budget.time` with no plan); warn rules give warnings;
+4. the requirements that apply are returned: approvals merged per role (the most approvers, the
+   shortest `within`), and `check`, `rollback`, `idempotency`.
+
+Invariant: `decide` never raises for any tool name and JSON-like arguments; everything it finds is
+in the decision. `check_plan` runs the static checker on a plan text under the same policies.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from plangate.diagnostics import Diagnostic, Severity
+from plangate.driver import CheckResult, check_sources, read_source
+from plangate.ir.nodes import RISK_NAMES, Plan, Risk, RiskRef, Step, ToolCall
+from plangate.policy.compiled import CompiledPolicy
+from plangate.source import SourceFile
+
+
+class GateError(Exception):
+    """The policies could not be compiled; `diagnostics` says why."""
+
+    def __init__(self, diagnostics: list[Diagnostic]) -> None:
+        errors = [item for item in diagnostics if item.severity is Severity.ERROR]
+        shown = "; ".join(f"{item.file}: {item.name}: {item.message}" for item in errors[:3])
+        super().__init__(f"the policies have {len(errors)} error(s): {shown}")
+        self.diagnostics = diagnostics
+
+
+@dataclass(frozen=True)
+class ApprovalNeed:
+    role: str
+    count: int
+    within_seconds: int | None
+    rules: tuple[str, ...]  # the `require` clauses that ask for it
+
+
+@dataclass
+class GateDecision:
+    """What the policy says about one concrete call."""
+
+    tool: str
+    allowed: bool
+    risk: str
+    reasons: list[str] = field(default_factory=list)  # why it is refused; empty when allowed
+    denied_by: list[str] = field(default_factory=list)  # deny rules that fire
+    warnings: list[str] = field(default_factory=list)  # warn rules that fire, unknown tool under `warn`
+    approvals: list[ApprovalNeed] = field(default_factory=list)
+    requires: list[str] = field(default_factory=list)  # `check`, `rollback`, `idempotency`
+    errors: list[str] = field(default_factory=list)  # conditions that failed to evaluate on this call
+    policy_hash: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tool": self.tool, "allowed": self.allowed, "risk": self.risk, "reasons": self.reasons,
+            "denied_by": self.denied_by, "warnings": self.warnings,
+            "approvals": [{"role": need.role, "count": need.count, "within_seconds": need.within_seconds,
+                           "rules": list(need.rules)} for need in self.approvals],
+            "requires": self.requires, "errors": self.errors, "policy_hash": self.policy_hash,
+        }
+
+
+class Gate:
+    """One compiled policy, deciding concrete calls (see the module's docstring)."""
+
+    def __init__(self, policy: CompiledPolicy, sources: Sequence[SourceFile] = ()) -> None:
+        self.policy = policy
+        self._sources = list(sources)
+
+    @classmethod
+    def from_files(cls, paths: Sequence[str | os.PathLike[str]]) -> "Gate":
+        sources = []
+        problems: list[Diagnostic] = []
+        for path in paths:
+            source = read_source(path)
+            if isinstance(source, SourceFile):
+                sources.append(source)
+            else:
+                problems.append(source)
+        if problems:
+            raise GateError(problems)
+        return cls.from_sources([(source.name, source.text) for source in sources])
+
+    @classmethod
+    def from_sources(cls, sources: Sequence[tuple[str, str]]) -> "Gate":
+        """Policies given as (name, text) pairs; `GateError` when any has an error."""
+        files = [SourceFile(name, text) for name, text in sources]
+        result = check_sources([], files)
+        errors = [item for item in result.diagnostics if item.severity is Severity.ERROR]
+        if errors or result.policy is None:
+            raise GateError(result.diagnostics or [])
+        return cls(result.policy, files)
+
+    @property
+    def policy_hash(self) -> str:
+        return self.policy.hash
+
+    def decide(self, tool: str, args: Mapping[str, Any] | None = None, *, risk: str | Risk | None = None,
+               step: str = "call", kind: str = "step", retry: int = 0, plan: str = "gate",
+               plan_version: int | None = None) -> GateDecision:
+        """The policy's decision on calling `tool` with `args` (see the module's docstring)."""
+        from plangate.checks.catalogue import type_problem
+        from plangate.policy.decide import evaluator_for
+        from plangate.policy.facts import StepFacts, effective_risk, rule_activation
+
+        declared = _risk(risk)
+        entry = self.policy.match(tool)
+        arguments = _arguments(args or {}, entry)
+        facts_step = Step.model_construct(id=step, kind=kind, retry=retry,
+                                          call=ToolCall.model_construct(tool=tool, args=()),
+                                          risk=RiskRef.model_construct(name=declared.name, level=declared)
+                                          if declared is not None else None)
+        level = effective_risk(facts_step, entry)
+        decision = GateDecision(tool=tool, allowed=True, risk=level.name, policy_hash=self.policy.hash)
+        if entry is None:
+            if self.policy.unknown_tools == "warn":
+                decision.warnings.append(f"`{tool}` is not in the policy's catalogue")
+            else:
+                decision.reasons.append(f"`{tool}` is not in the policy's catalogue")
+        elif entry.args is not None:
+            schema = {spec.name: spec for spec in entry.args}
+            for name, value in arguments.items():
+                spec = schema.get(name)
+                if spec is None:
+                    decision.reasons.append(f"`{tool}` has no argument `{name}`")
+                    continue
+                problem = type_problem(spec.type, value, None)
+                if problem is not None:
+                    decision.reasons.append(f"argument `{name}` must be `{spec.type}`, but {problem[0]}")
+            for name, spec in schema.items():
+                if name not in arguments and not spec.optional:
+                    decision.reasons.append(f"`{tool}` needs argument `{name}` (`{spec.type}`)")
+        facts = StepFacts(step=facts_step, entry=entry, declared_risk=declared, effective_risk=level, args=arguments)
+        outcome = evaluator_for(self.policy).decide_call(
+            rule_activation(facts, Plan.model_construct(id=plan, version=plan_version)))
+        for rule in outcome.denied_by:
+            decision.denied_by.append(rule.name)
+            decision.reasons.append(f"denied by `{rule.name}`" + (f": {rule.because}" if rule.because else ""))
+        decision.warnings.extend(f"warn rule `{rule.name}` fires" for rule in outcome.warned_by)
+        plan_level = self._plan_level_conditions()
+        decision.errors.extend(f"{name}: {message}" for name, message in outcome.errors if name not in plan_level)
+        needs: dict[str, ApprovalNeed] = {}
+        for requirement in outcome.requirements:
+            spec = requirement.approval
+            if requirement.kind == "approval" and spec is not None:
+                needs[spec.role] = _merge(needs.get(spec.role), spec.role, spec.count,
+                                          spec.within.seconds if spec.within is not None else None,
+                                          requirement.describe())
+            elif kind != "check" and requirement.kind not in decision.requires:
+                decision.requires.append(requirement.kind)  # a check only observes: approvals alone
+        decision.approvals = list(needs.values())
+        decision.allowed = not decision.reasons
+        return decision
+
+    def _plan_level_conditions(self) -> set[str]:
+        """Rules and requirements whose condition reads nothing of the call (`plan.budget…`): their
+        failures (a plan without a budget) say nothing about the call and are not reported."""
+        from plangate.cel.ast import Ident, walk
+
+        names = set()
+        for rule in (*self.policy.rules, *self.policy.requirements):
+            when = rule.when
+            if when is not None and not any(isinstance(node, Ident) and node.name in ("step", "call", "args")
+                                            for node in walk(when)):
+                names.add(rule.name if hasattr(rule, "name") else rule.describe())
+        return names
+
+    def check_plan(self, text: str, name: str = "plan.plan") -> CheckResult:
+        """The static check of a plan text under this gate's policies (as `plangate check`)."""
+        if not self._sources:
+            raise ValueError("this gate was built from a compiled policy alone: use `Gate.from_sources`")
+        return check_sources([SourceFile(name, text)], self._sources)
+
+
+def _merge(known: ApprovalNeed | None, role: str, count: int, within: int | None, rule: str) -> ApprovalNeed:
+    """Two approvals asked of one role: the most approvers, the shortest `within`."""
+    if known is None:
+        return ApprovalNeed(role, count, within, (rule,))
+    shortest = [seconds for seconds in (known.within_seconds, within) if seconds is not None]
+    return ApprovalNeed(role, max(known.count, count), min(shortest) if shortest else None, (*known.rules, rule))
+
+
+def _arguments(args: Mapping[str, Any], entry: Any) -> dict[str, Any]:
+    """The call's arguments as CEL values: a string where the entry declares a `duration` or a
+    `timestamp` becomes one when it reads as one (a tool receives such values as this text)."""
+    from plangate.cel.evaluate import CelError, parse_duration, parse_timestamp
+
+    declared = {spec.name: spec.type for spec in entry.args} if entry is not None and entry.args else {}
+    converted: dict[str, Any] = {}
+    for name, value in args.items():
+        parse = {"duration": parse_duration, "timestamp": parse_timestamp}.get(declared.get(name, ""))
+        if parse is not None and isinstance(value, str) and not isinstance(parse(value), CelError):
+            value = parse(value)
+        converted[str(name)] = value
+    return converted
+
+
+def _risk(risk: str | Risk | None) -> Risk | None:
+    if risk is None or isinstance(risk, Risk):
+        return risk
+    if risk not in RISK_NAMES:
+        raise ValueError(f"`{risk}` is not a risk class; the classes are {', '.join(RISK_NAMES)}")
+    return Risk[risk]

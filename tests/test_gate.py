@@ -1,0 +1,154 @@
+"""The embeddable gate: `Gate.decide` answers for one concrete call what `plangate check` and the
+runtime answer, and never raises.
+
+The strongest test is the first: every `test` block of the repository's policies, asked of the gate
+as a call, gets the decision the block expects — the gate and `plangate test` agree.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from plangate import Gate, GateError
+from plangate.cel.evaluate import compile_expr
+from plangate.driver import check
+
+ROOT = Path(__file__).resolve().parents[1]
+POLICIES = sorted((ROOT / "policies").glob("*.policy"))
+BASELINE = ROOT / "policies" / "baseline.policy"
+
+
+def _test_blocks():
+    for path in POLICIES:
+        result = check([], [path])
+        for policy in result.policies:
+            for test in policy.tests:
+                yield pytest.param(path, test, id=f"{path.stem}: {test.name}")
+
+
+@pytest.mark.parametrize("path, test", list(_test_blocks()))
+def test_the_gate_decides_every_policy_test_as_the_test_expects(path, test):
+    gate = Gate.from_files([path])
+    args = {argument.name: compile_expr(argument.value)({}) for argument in test.call.args}
+    decision = gate.decide(test.call.tool, args, risk=test.risk.name if test.risk is not None else None)
+    for expect in test.expects:
+        if expect.effect == "allow":
+            assert decision.allowed, decision.reasons
+        elif expect.effect == "deny":
+            assert not decision.allowed
+            if expect.rule:
+                assert expect.rule in decision.denied_by
+        elif expect.effect == "warn":
+            assert any(f"`{expect.rule}`" in warning for warning in decision.warnings) if expect.rule \
+                else decision.warnings
+        else:
+            required = decision.requires + (["approval"] if decision.approvals else [])
+            assert expect.rule in required
+
+
+def test_an_allowed_call_lists_the_approvals_and_requirements_it_needs():
+    gate = Gate.from_files([BASELINE])
+    decision = gate.decide("dns.route", {"host": "v2.example.com", "target": "pv-42"})
+    assert decision.allowed and decision.reasons == []
+    assert decision.risk == "external_write"
+    assert [(need.role, need.count, need.within_seconds) for need in decision.approvals] == [("operator", 1, 3600)]
+    assert "check" in decision.requires
+    assert decision.policy_hash == gate.policy_hash and decision.policy_hash.startswith("sha256:")
+    as_dict = decision.to_dict()
+    assert as_dict["approvals"][0]["role"] == "operator" and as_dict["allowed"] is True
+
+
+def test_a_deny_rule_refuses_the_call_and_says_which_and_why():
+    gate = Gate.from_files([BASELINE])
+    decision = gate.decide("dns.route", {"host": "*", "target": "pv-42"})
+    assert not decision.allowed
+    assert decision.denied_by and any(reason.startswith(f"denied by `{decision.denied_by[0]}`")
+                                      for reason in decision.reasons)
+
+
+POLICY = """
+policy gate_tests {
+  tool pay.refund { risk irreversible args { amount: double, currency: string, window: duration? } }
+  tool read.*     { risk read_only }
+  deny "cap" when call.tool == "pay.refund" && args.amount > 500.0 because "finance handles those"
+  deny "slow" when has(args.window) && args.window > duration("1h")
+  warn "eur" when has(args.currency) && args.currency == "EUR"
+  require approval when step.risk == irreversible by 2 of role "finance" within 15m
+  require approval when step.risk >= external_write by role "operator" within 1h
+  require idempotency when step.risk >= reversible_write
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def gate() -> Gate:
+    return Gate.from_sources([("gate.policy", POLICY)])
+
+
+def test_arguments_are_checked_against_the_catalogue(gate):
+    decision = gate.decide("pay.refund", {"amout": 10.0, "currency": 5})
+    assert not decision.allowed
+    assert "`pay.refund` has no argument `amout`" in decision.reasons
+    assert "`pay.refund` needs argument `amount` (`double`)" in decision.reasons
+    assert any(reason.startswith("argument `currency` must be `string`") for reason in decision.reasons)
+
+
+def test_rules_warnings_and_merged_approvals(gate):
+    decision = gate.decide("pay.refund", {"amount": 900.0, "currency": "EUR"})
+    assert not decision.allowed and decision.denied_by == ["cap"]
+    assert "denied by `cap`: finance handles those" in decision.reasons
+    assert decision.warnings == ["warn rule `eur` fires"]
+    assert {(need.role, need.count, need.within_seconds) for need in decision.approvals} == {
+        ("finance", 2, 900), ("operator", 1, 3600)}
+    assert decision.requires == ["idempotency"]
+    small = gate.decide("pay.refund", {"amount": 20, "currency": "USD"})  # an int passes for a double
+    assert small.allowed and small.warnings == []
+
+
+def test_a_duration_argument_may_be_given_as_its_text(gate):
+    assert gate.decide("pay.refund", {"amount": 1.0, "currency": "USD", "window": "30m"}).allowed
+    decision = gate.decide("pay.refund", {"amount": 1.0, "currency": "USD", "window": "2h"})
+    assert decision.denied_by == ["slow"]
+
+
+def test_unknown_tools_and_declared_risk(gate):
+    assert gate.decide("mail.send", {}).reasons == ["`mail.send` is not in the policy's catalogue"]
+    assert gate.decide("read.logs", {}).allowed and gate.decide("read.logs", {}).approvals == []
+    higher = gate.decide("read.logs", {}, risk="external_write")
+    assert higher.risk == "external_write" and [need.role for need in higher.approvals] == ["operator"]
+    assert gate.decide("read.logs", {}, risk="external_write", kind="check").requires == []
+    with pytest.raises(ValueError, match="not a risk class"):
+        gate.decide("read.logs", {}, risk="dangerous")
+    warned = Gate.from_sources([("w.policy", "policy w { tool a.b { risk read_only } unknown_tools warn }")])
+    decision = warned.decide("x.y", {})
+    assert decision.allowed and decision.warnings == ["`x.y` is not in the policy's catalogue"]
+
+
+def test_a_policy_with_errors_is_refused_with_its_diagnostics():
+    with pytest.raises(GateError) as raised:
+        Gate.from_sources([("bad.policy", "policy p { tool a.b { risk nowhere } }")])
+    assert [item.name for item in raised.value.diagnostics] == ["unknown-risk"]
+    with pytest.raises(GateError):
+        Gate.from_files([ROOT / "no-such.policy"])
+
+
+def test_check_plan_uses_the_same_policies(gate):
+    result = gate.check_plan('plan p { step r { call pay.refund(amount: 900.0, currency: "USD") } }')
+    assert "policy-deny" in {item.name for item in result.diagnostics}
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=8),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+                    max_leaves=8)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(tool=st.sampled_from(["pay.refund", "read.x", "read", "", "pay.refund.x", "ünï.cödé"]),
+       args=st.dictionaries(st.sampled_from(["amount", "currency", "window", "other", ""]), JSON, max_size=4))
+def test_the_gate_never_raises(gate, tool, args):
+    decision = gate.decide(tool, args)
+    assert decision.allowed == (not decision.reasons)
