@@ -1,7 +1,8 @@
-"""`dependency-cycle` and `self-dependency`: the plan must be a DAG.
+"""`dependency-cycle`: the plan must be a DAG.
 
 One diagnostic per strongly connected component, naming one cycle through it and saying, for each
-edge, whether it comes from `after` or from a `x.result` reference.
+edge, whether it comes from `after` or from a `x.result` reference; and one per step that depends
+on itself (a cycle of one step: it is in its own `after`, or names its own result `x.result`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
         how = "is after itself" if edge.kind == "after" else f"uses its own result as `{edge.source}.result`"
         help_text = ("remove it from its own `after`" if edge.kind == "after"
                      else "inside `expect`, `idempotency` and `rollback` a step's own result is `result`")
-        yield diagnostic("self-dependency", edge.span, f"step `{edge.target}` {how}", help=help_text)
+        yield diagnostic("dependency-cycle", edge.span, f"step `{edge.target}` depends on itself: it {how}",
+                         help=help_text)
     for cycle in ctx.graph.cycles():
         names = [edge.source for edge in cycle] + [cycle[0].source]
         path = " → ".join(f"`{name}`" for name in names)

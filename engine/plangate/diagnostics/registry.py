@@ -38,7 +38,6 @@ CODES: tuple[Code, ...] = (
     Code("PG101", "unknown-step", "error", "a reference or `after` names no step of the plan"),
     Code("PG102", "duplicate-step", "error", "two steps share an id"),
     Code("PG103", "dependency-cycle", "error", "the steps' edges form a cycle"),
-    Code("PG104", "self-dependency", "error", "a step depends on itself"),
     Code("PG105", "result-out-of-scope", "error",
          "`result` is used outside `expect`, `idempotency` or `rollback`"),
     Code("PG106", "currency-mismatch", "error", "amounts in different currencies meet"),
@@ -92,9 +91,16 @@ BY_NAME: dict[str, Code] = {code.name: code for code in CODES}
 BY_CODE: dict[str, Code] = {code.code: code for code in CODES}
 
 
+# Codes that were retired, and the code that reports their cases now (docs/diagnostics.md says why).
+RETIRED = {"self-dependency": "dependency-cycle", "PG104": "PG103"}
+
+
 def lookup(name_or_code: str) -> Code:
-    """The code for a name (`approval-missing`) or a code (`PG304`), in any case; `_` for `-`."""
-    code = BY_NAME.get(name_or_code.lower().replace("_", "-")) or BY_CODE.get(name_or_code.upper())
+    """The code for a name (`approval-missing`) or a code (`PG304`), in any case; `_` for `-`; a
+    retired name or code gives the one that replaced it."""
+    key = name_or_code.lower().replace("_", "-")
+    key = RETIRED.get(key, RETIRED.get(name_or_code.upper(), key))
+    code = BY_NAME.get(key) or BY_CODE.get(key.upper())
     if code is None:
         raise KeyError(name_or_code)
     return code
