@@ -483,3 +483,22 @@ def test_a_field_the_call_does_not_give_is_decided_before_the_run():
     found = check_sources([SourceFile("p.plan", plan)], [policy]).diagnostics
     assert [(d.name, d.message.split(":")[0]) for d in found] == [
         ("decided-at-run-time", "rule `prod` cannot be decided before the run for step `c`")]
+
+
+def test_a_requirement_stated_by_two_policies_is_required_once():
+    from plangate.driver import check_sources
+    from plangate.source import SourceFile
+
+    text = """
+policy NAME {
+  tool deploy.* { risk reversible_write }
+  require check when step.risk >= reversible_write
+  require idempotency when step.risk >= reversible_write
+}
+"""
+    policies = [SourceFile(f"{name}.policy", text.replace("NAME", name)) for name in ("one", "two")]
+    result = check_sources([SourceFile("p.plan", "plan p { step a { call deploy.x(v: 1) } }")], policies)
+    names = sorted(item.name for item in result.diagnostics)
+    assert names == ["check-missing", "idempotency-missing"]
+    again = check_sources([SourceFile("p.plan", "plan p { step a { call deploy.x(v: 1) } }")], policies[:1] * 2)
+    assert sorted(item.name for item in again.diagnostics) == names

@@ -193,6 +193,7 @@ def compile_policies(policies: Iterable[Policy]) -> tuple[CompiledPolicy, list[D
         unknown_tools = "warn"
     requirements: list[CompiledRequirement] = []
     rules: list[CompiledRule] = []
+    stated: set[str] = set()
     limits: dict[str, LimitValue] = {}
     tests: list[tuple[str, PolicyTest]] = []
 
@@ -216,8 +217,11 @@ def compile_policies(policies: Iterable[Policy]) -> tuple[CompiledPolicy, list[D
             elif policy.id not in previous.policies:
                 catalogue[entry.pattern] = _merge_entries(previous, compiled, diagnostics)
         for requirement in policy.requirements:
-            requirements.append(CompiledRequirement(requirement.kind, requirement.when, requirement.approval,
-                                                    policy.id, requirement.span))
+            compiled_requirement = CompiledRequirement(requirement.kind, requirement.when, requirement.approval,
+                                                       policy.id, requirement.span)
+            if compiled_requirement.describe() not in stated:  # the union: one requirement stated twice is one
+                stated.add(compiled_requirement.describe())
+                requirements.append(compiled_requirement)
         for rule in policy.rules:
             rules.append(CompiledRule(rule.effect, rule.name, rule.when, rule.because, policy.id, rule.span))
         for limit in policy.limits:
