@@ -502,3 +502,14 @@ policy NAME {
     assert names == ["check-missing", "idempotency-missing"]
     again = check_sources([SourceFile("p.plan", "plan p { step a { call deploy.x(v: 1) } }")], policies[:1] * 2)
     assert sorted(item.name for item in again.diagnostics) == names
+
+
+def test_policy_test_exit_codes_with_strict(tmp_path, capsys):
+    from plangate.diagnostics import diagnostic
+    from plangate.policy.testing import PolicyTestResult
+    from plangate.source import SourceMap, Span
+
+    result = PolicyTestResult([diagnostic("policy-conflict", Span("p.policy", 0, 1), "they disagree")], SourceMap(), [])
+    assert (result.exit_code(), result.exit_code(strict=True)) == (0, 1)
+    path = write(tmp_path, "clean.policy", 'policy c { tool a.b { risk read_only } test "t" { call a.b() expect allow } }')
+    assert run(capsys, "test", path, "--strict")[0] == 0

@@ -45,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     test.add_argument("policies", nargs="+", metavar="POLICY")
     test.add_argument("--format", choices=FORMATS, default="text")
     test.add_argument("--output", metavar="FILE")
+    test.add_argument("--strict", action="store_true", help="warnings fail the command too (exit 1)")
 
     policy = commands.add_parser("policy", help="policy tools")
     policy_commands = policy.add_subparsers(dest="policy_command", metavar="SUBCOMMAND", parser_class=_Parser)
@@ -182,7 +183,7 @@ def _test(args: argparse.Namespace) -> int:
     if args.format == "text":
         text = result.report + ("\n" + text if result.diagnostics else "")
     failed = _emit(text, args.output)
-    return failed if failed is not None else result.exit_code()
+    return failed if failed is not None else result.exit_code(strict=args.strict)
 
 
 def _policy(args: argparse.Namespace) -> int:
@@ -366,13 +367,15 @@ def _summary(record) -> str:
     from plangate.runtime.canonical import canonical_json
 
     body = record.body
+    undo = "rollback " if body.get("rollback") is True else ""  # a step's rollback, not its own call
     if record.kind == "run_started":
         return f"plan {body['plan_hash'][:19]} v{body['plan_version']}, policy {body['policy_hash'][:19]}"
     if record.kind == "intent":
-        return f"call {body['tool']}({canonical_json(body['args'])}) key={body['idempotency_key']} attempt {body['attempt']}"
+        return (f"{undo}call {body['tool']}({canonical_json(body['args'])}) key={body['idempotency_key']} "
+                f"attempt {body['attempt']}")
     if record.kind == "result":
         text = canonical_json(body["result"])
-        return "result " + (text if len(text) < 100 else text[:100] + "…")
+        return f"{undo}result " + (text if len(text) < 100 else text[:100] + "…")
     if record.kind == "state":
         return f"→ {body['state']}: {body['reason']}"
     if record.kind == "approval":
@@ -380,9 +383,9 @@ def _summary(record) -> str:
     if record.kind == "evidence":
         return f"{body['what']}: {body['proves']}"
     if record.kind == "attempt_failed":
-        return f"failed: {body['error']}"
+        return f"{undo}failed: {body['error']}"
     if record.kind == "reconciled":
-        return f"{'happened' if body['happened'] else 'did not happen'} (by {body['by']})"
+        return f"{undo}{'happened' if body['happened'] else 'did not happen'} (by {body['by']})"
     if record.kind == "run_state":
         return f"run {body['state']}" + (f": {body.get('reason')}" if body.get("reason") else "")
     return canonical_json(body)[:120]

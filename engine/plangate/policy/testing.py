@@ -46,10 +46,11 @@ class PolicyTestResult:
         lines.append(f"{passed} passed, {len(self.outcomes) - passed} failed")
         return "\n".join(lines)
 
-    def exit_code(self) -> int:
+    def exit_code(self, strict: bool = False) -> int:
         if any(d.name in ("unreadable-input", "internal-error") for d in self.diagnostics):
             return 2
-        return 1 if any(d.severity is Severity.ERROR for d in self.diagnostics) else 0
+        failing = (Severity.ERROR, Severity.WARNING) if strict else (Severity.ERROR,)
+        return 1 if any(d.severity in failing for d in self.diagnostics) else 0
 
 
 def run_policy_tests(paths: Sequence[str]) -> PolicyTestResult:
