@@ -243,7 +243,8 @@ def test_json_positions_and_fields(sources, diagnostics):
         "span": {"start": {"line": 2, "column": 3}, "end": {"line": 2, "column": 32}},
     }
     assert multi["span"] == {"start": {"line": 3, "column": 3}, "end": {"line": 5, "column": 4}}
-    assert fileless["file"] == "" and fileless["help"] is None and fileless["notes"] == []
+    assert fileless["file"] == "" and fileless["notes"] == []
+    assert fileless["help"] == f"`plangate explain {fileless['code']}` describes this diagnostic"  # never null
     assert fileless["span"]["start"] == fileless["span"]["end"] == {"line": 1, "column": 1}
 
 

@@ -303,7 +303,7 @@ def _json_diagnostic(item: Diagnostic, sources: SourceMap) -> dict:
         "file": item.file,
         "span": _json_span(item.span, sources),
         "notes": list(item.notes),
-        "help": item.help,
+        "help": item.help if item.help is not None else f"`plangate explain {item.code}` describes this diagnostic",
         "labels": [
             {"message": label.message, "file": label.span.file, "span": _json_span(label.span, sources)}
             for label in item.labels
