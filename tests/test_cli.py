@@ -336,3 +336,10 @@ def test_python_dash_m_plangate_is_the_same_command():
 
     completed = subprocess.run([sys.executable, "-m", "plangate", "explain", "PG101"], capture_output=True, text=True)
     assert completed.returncode == 0 and completed.stdout.startswith("## PG101 unknown-step")
+
+
+def test_a_policy_that_cannot_be_read_is_named_in_the_no_policy_note(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "check", "clean.plan", "--policy", "missing.policy")
+    assert code == 2
+    assert "no-policy: the policy `missing.policy` could not be read" in out
+    assert "no policy was given" not in out

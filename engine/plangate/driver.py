@@ -109,6 +109,7 @@ def check(plan_paths: Sequence[str | os.PathLike[str]], policy_paths: Sequence[s
     diagnostics: list[Diagnostic] = []
     plan_sources = _read_all(plan_paths, diagnostics)
     policy_sources = _read_all(policy_paths, diagnostics)
+    options = {**(options or {}), "policy_names": [str(path) for path in policy_paths]}  # read or not
     result = check_sources(plan_sources, policy_sources, options)
     for item in diagnostics:  # show where undecodable bytes stand: the text before them is readable
         if item.name == "unreadable-input" and item.span.start > 0 and item.file not in result.sources:
@@ -205,8 +206,9 @@ def _check_sources(plan_sources: Sequence[SourceFile], policy_sources: Sequence[
         _run_checks(PLAN_CHECKS, context, diagnostics, has_policy=compiled is not None,
                     is_dag=graph.is_dag() and not graph.self_edges, timings=timings)
         timings["checks"] += time.perf_counter() - clock
-    if plans and compiled is None and policy_sources:
-        names = ", ".join(f"`{source.name}`" for source in policy_sources)
+    given = [source.name for source in policy_sources] or options.get("policy_names", [])
+    if plans and compiled is None and given:
+        names = ", ".join(f"`{name}`" for name in given)
         diagnostics.append(diagnostic(
             "no-policy", plans[0].id_span,
             f"the policy {names} could not be read: tools, risks, approvals, rules and limits were not checked",
