@@ -32,11 +32,13 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
     for step in ctx.plan.steps:
         if step.cost is None or step.cost.low.currency != step.cost.high.currency:
             continue  # a range across currencies is reported where it is written
-        for money in {step.cost.low, step.cost.high}:
-            if money.currency and money.currency != currency:
-                yield diagnostic(
-                    "currency-mismatch", money.span,
-                    f"step `{step.id}` costs `{money}` but the plan counts in `{currency}`",
-                    labels=[Label(anchor.span, f"the plan counts in `{currency}` here")],
-                    help=f"state every amount in `{currency}`",
-                )
+        unit = step.cost.high.currency
+        if unit and unit != currency:  # one diagnostic for a range: its two ends share their currency
+            low, high = step.cost.low, step.cost.high
+            written = f"{high}" if low == high else f"{low.amount}..{high}"
+            yield diagnostic(
+                "currency-mismatch", low.span.cover(high.span),
+                f"step `{step.id}` costs `{written}` but the plan counts in `{currency}`",
+                labels=[Label(anchor.span, f"the plan counts in `{currency}` here")],
+                help=f"state every amount in `{currency}`",
+            )
