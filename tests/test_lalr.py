@@ -166,3 +166,14 @@ def test_mutated_files_parse_the_same_or_step_aside(data):
     assert fast is GIVE_UP or fast == slow
     if slow[0] == "raised" and slow[1] != "ExpressionTooDeep":
         assert fast is GIVE_UP
+
+
+@pytest.mark.parametrize("path", [path for path in SOURCES if path.parts[-2] in ("examples", "policies")],
+                         ids=lambda path: path.name)
+def test_the_same_text_elsewhere_in_a_file_is_the_same_ir(path):
+    """Spans take no part in equality or hashing: moving every token changes no node."""
+    text = path.read_text(encoding="utf-8")
+    here = parse_source(SourceFile("a", text)).document
+    there = parse_source(SourceFile("a", "\n\n   # moved\n" + text.replace("\n", "\n  "))).document
+    assert full_form(here) != full_form(there)  # the spans differ…
+    assert here == there and hash(here) == hash(there)  # …and nothing else does

@@ -94,7 +94,8 @@ class Node(BaseModel):
         return node
 
     def _semantic(self) -> tuple:
-        return tuple(value for key, value in self.__dict__.items() if key != "span")
+        """The node's fields but its spans (`span`, `id_span`, `tool_span`…: where, not what)."""
+        return tuple(value for key, value in self.__dict__.items() if key != "span" and not key.endswith("_span"))
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
