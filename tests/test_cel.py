@@ -602,3 +602,91 @@ def test_timestamps_type_check() -> None:
     assert check_types(parse('timestamp("2024-01-01T00:00:00Z") + duration("1h")'), {})[0] == TIMESTAMP
     assert check_types(parse('timestamp("2024-01-01T00:00:00Z") - timestamp("2024-01-01T00:00:00Z")'), {})[0] == DURATION
     assert check_types(parse('timestamp("2024-01-01T00:00:00Z") < timestamp("2024-01-01T00:00:00Z")'), {})[0] == BOOL
+
+
+# -- values known only at run time ------------------------------------------------------------
+# The static checks evaluate with `Unknown` placeholders for run-time values: a bool from that
+# evaluation is taken as decided, so it must be the value of every run.
+
+def _evaluator():
+    from plangate.policy.compiled import compile_policies
+    from plangate.policy.decide import Evaluator
+
+    return Evaluator(compile_policies([])[0])
+
+
+_RECORD_FIELDS = {"a": "int", "s": "string", "b": "bool", "n": "null"}
+_ANY_VALUE = st.sampled_from([None, True, False, 0, 1, -1.5, "", "a", [], ["a"], {}, {"a": 1}])
+
+
+def _record_leaf() -> st.SearchStrategy:
+    return st.sampled_from(sorted(_RECORD_FIELDS)).map(lambda name: Select(Ident("m"), name))
+
+
+def _with_constants(kind: str) -> st.SearchStrategy:
+    """Bool conditions with the shapes that have fast paths: comparisons with `true`, `false` and
+    `null` (either side), `in` over literal lists of strings, `has`, `size`, `?:`, `!`, `&&`, `||`."""
+    from cel_strategies import expressions
+    from plangate.cel.ast import Conditional, ListExpr, Unary
+
+    value = st.one_of(st.sampled_from([Ident(name) for name in VARIABLE_TYPES]), _record_leaf(), st.just(Ident("m")),
+                      expressions("bool", 1), expressions("string", 1), expressions("int", 1))
+    constant = st.sampled_from([Literal(True, "bool"), Literal(False, "bool"), Literal(None, "null")])
+    with_constant = st.builds(lambda op, v, c, flip: Binary(op, c, v) if flip else Binary(op, v, c),
+                              st.sampled_from(["==", "!="]), value, constant, st.booleans())
+    atoms = st.one_of(
+        with_constant, with_constant, with_constant,
+        expressions("bool", 2),
+        st.builds(lambda v, items: Binary("in", v, ListExpr(tuple(Literal(i, "string") for i in items))),
+                  value, st.lists(st.sampled_from(["a", "b", ""]), min_size=1, max_size=3)),
+        st.builds(lambda v, c: Binary("in", v, c), value, st.sampled_from([Ident("m"), Select(Ident("m"), "s")])),
+        _record_leaf().map(lambda leaf: Call("has", None, (leaf,))),
+        value.map(lambda v: Binary(">", Call("size", None, (v,)), Literal(0, "int"))),
+        _record_leaf(),
+        st.just(Select(Ident("m"), "b")),
+    )
+    return st.recursive(atoms, lambda inner: st.one_of(
+        st.builds(Binary, st.sampled_from(["&&", "||", "==", "!="]), inner, inner),
+        inner.map(lambda operand: Unary("!", operand)),
+        st.builds(Conditional, inner, inner, inner)), max_leaves=6)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_with_constants("bool"), activations(), st.fixed_dictionaries(
+    {name: st.sampled_from(["int", "string", "bool", "null"]).flatmap(
+        lambda kind: st.sampled_from([0, 7]) if kind == "int" else st.sampled_from(["", "a"]) if kind == "string"
+        else st.booleans() if kind == "bool" else st.none()) for name in _RECORD_FIELDS}),
+    st.sets(st.sampled_from(sorted([*VARIABLE_TYPES, "m", *("m." + f for f in _RECORD_FIELDS)])), min_size=1),
+    st.data())
+def test_a_decision_with_unknown_values_holds_for_every_value(expr, activation, record, unknown, data) -> None:
+    """If `Evaluator.holds` gives a bool over an activation with some values unknown, every
+    substitution of concrete values (of their types, or of any other) gives that same bool."""
+    from plangate.smt.decide import Unknown
+
+    evaluator = _evaluator()
+    concrete = {**activation, "m": dict(record)}
+    partial = {name: Unknown(name, str(VARIABLE_TYPES[name])) if name in unknown else value
+               for name, value in activation.items()}
+    partial["m"] = Unknown("m") if "m" in unknown else {
+        name: Unknown(f"m.{name}") if f"m.{name}" in unknown else value for name, value in record.items()}
+    decided = evaluator.holds(expr, partial)
+    if not isinstance(decided, bool):
+        return
+    assert evaluator.holds(expr, concrete) is decided, (to_source(expr), concrete)
+    alien = dict(concrete)  # the unknown values replaced by values of any type
+    for name in unknown:
+        if "." in name:
+            if isinstance(alien["m"], dict):
+                alien["m"] = {**alien["m"], name[2:]: data.draw(_ANY_VALUE)}
+        else:
+            alien[name] = data.draw(_ANY_VALUE)
+    assert evaluator.holds(expr, alien) is decided, (to_source(expr), alien)
+
+
+@pytest.mark.parametrize("text", ["x == true", "x == false", "true == x", "x == null", "null == x",
+                                  "x != true", "x != false", "x != null", "!(x == true)", "x == true || false"])
+def test_comparing_an_unknown_value_with_a_constant_is_undecided(text) -> None:
+    from plangate.smt.decide import Unknown
+
+    assert isinstance(_evaluator().holds(parse(text), {"x": Unknown("x", "bool")}), str)
+    assert _evaluator().holds(parse(text), {"x": 1}) is (text.startswith("x !=") or text.startswith("!"))

@@ -1061,9 +1061,17 @@ def _compile_equality(expr: Binary) -> _Closure:
                 return (found == value if type(found) is str else _equals(found, value)) is not negate
 
             return equals_string
-        if negate:  # bool and null by identity: `1 == true` is false in CEL
-            return lambda activation: operand(activation) is not value
-        return lambda activation: operand(activation) is value
+        def equals_constant(activation: Activation) -> bool:
+            # bool and null by identity (`1 == true` is false in CEL); any other CEL value is
+            # unequal, and a value that is not one (an `Unknown` placeholder) is refused by `_equals`
+            found = operand(activation)
+            if found is value:
+                return not negate
+            if found is None or type(found) is bool:
+                return negate
+            return _equals(found, value) is not negate
+
+        return equals_constant
     left, right = _compile(expr.left), _compile(expr.right)
     if negate:
         return lambda activation: not _equals(left(activation), right(activation))
