@@ -11,7 +11,7 @@ import sys
 import traceback
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from plangate.runtime.host import RunReport, Runtime, RunError
 from plangate.runtime.journal import Journal
@@ -103,13 +103,22 @@ def advance_in_child(journal_path: Path, run: str, registry: ToolRegistry, fault
     """Advance `run` in a forked child with `PLANGATE_FAULT=fault`; its exit code, or minus the
     signal that ended it (-9 when the fault hook killed it). The parent must hold no open journal
     connection across the fork (SQLite's rule), hence `runtime_at`."""
+    return in_child(journal_path, registry, lambda runtime: runtime.advance(run).exit_code, fault)
+
+
+def in_child(journal_path: Path, registry: ToolRegistry, action: Callable[[Runtime], int],
+             fault: str | None = None) -> int:
+    """`action(runtime)` in a forked child (with `PLANGATE_FAULT=fault` if given); its exit code
+    (what `action` returned), or minus the signal that ended it. A tool may end the child with
+    `os._exit`: that code is returned."""
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child ends in os._exit or SIGKILL
         code = 70
         try:
-            os.environ["PLANGATE_FAULT"] = fault
+            if fault is not None:
+                os.environ["PLANGATE_FAULT"] = fault
             with Journal.open(journal_path) as journal:
-                code = Runtime(journal, registry).advance(run).exit_code
+                code = action(Runtime(journal, registry))
         except BaseException:
             traceback.print_exc()
         finally:

@@ -24,6 +24,7 @@ in a subprocess, one of them with a tool that has no reconcile hook, so that the
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
 import signal
@@ -38,6 +39,7 @@ from runtime_support import (
     DEMO_TOOLS,
     ROOT,
     advance_in_child,
+    in_child,
     approve_waiting,
     baseline,
     cli,
@@ -421,3 +423,220 @@ def test_a_second_runtime_refuses_a_run_that_another_holds(tmp_path, demo, regis
                 other.advance(run)
             assert holder.advance(run).state == "paused"  # the holder itself goes on (re-entrant)
         assert other.advance(run).state == "paused"
+
+
+# ------------------------------------------------------------------ a crash during abort --rollback
+UNDO_POLICY = """
+policy undo {
+  version 1
+  tool t.read  { risk read_only }
+  tool t.write { risk reversible_write }
+  tool t.undo  { risk reversible_write }
+  tool t.send  { risk external_write }
+  unknown_tools deny
+  require approval when step.risk >= external_write by role "operator" within 1h
+}
+"""
+UNDO_PLAN = """
+plan undo {
+  version 1
+  step r { call t.read(x: 1) }
+  step w after r { call t.write(x: "a") risk reversible_write idempotency "k-a" rollback t.undo(id: result.id) }
+  check cw after w { call t.read(x: 2) }
+  step e after cw { call t.send(n: 3) risk external_write idempotency "e-3" approval by role "operator" }
+}
+"""
+
+
+def undo_registry(folder, hook: str):
+    """t.read, t.write, t.send and t.undo, each writing a line to `folder/effects` per effect;
+    t.undo ends the process (os._exit) after its effect while `folder/crash` exists. The undo's
+    reconcile hook: "finds" looks its key up in the effects, "none" always answers None, "absent"
+    is no hook at all."""
+    from plangate.runtime.tools import ToolRegistry, tool
+
+    effects_file = folder / "effects"
+
+    def effect(name: str, key: str | None = None, **args) -> None:
+        with open(effects_file, "a") as out:
+            out.write(json.dumps({"tool": name, "key": key, **args}) + "\n")
+
+    @tool("t.read")
+    def read(x: int) -> dict:
+        effect("t.read", x=x)
+        return {"v": x}
+
+    @tool("t.write")
+    def write(x: str, idempotency_key: str) -> dict:
+        effect("t.write", idempotency_key, x=x)
+        return {"id": "w-" + x}
+
+    @tool("t.send")
+    def send(n: int, idempotency_key: str) -> dict:
+        effect("t.send", idempotency_key, n=n)
+        return {"n": n}
+
+    @tool("t.undo")
+    def undo(id: str, idempotency_key: str) -> dict:
+        effect("t.undo", idempotency_key, id=id)
+        if (folder / "crash").exists():
+            os._exit(9)
+        return {"undone": id}
+
+    if hook != "absent":
+        @undo.reconcile
+        def undo_reconcile(idempotency_key: str):
+            if hook == "none":
+                return None
+            done = [e for e in undo_effects(folder) if e["key"] == idempotency_key]
+            return {"undone": done[0]["id"], "by": "hook"} if done else None
+
+    registry = ToolRegistry()
+    for each in (read, write, send, undo):
+        registry.register(each)
+    return registry
+
+
+def all_effects(folder) -> list[dict]:
+    path = folder / "effects"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def undo_effects(folder) -> list[dict]:
+    return [e for e in all_effects(folder) if e["tool"] == "t.undo"]
+
+
+def aborted_mid_rollback(tmp_path, hook: str, fault: str | None = None):
+    """A run paused at `e`'s approval whose `abort --rollback` died just after `t.undo` took effect
+    (the tool ends the process), or at the rollback's `fault` point."""
+    registry = undo_registry(tmp_path, hook)
+    journal = tmp_path / "journal.db"
+    with runtime_at(journal, registry) as runtime:
+        runtime.start(UNDO_PLAN, "undo.plan", [("undo.policy", UNDO_POLICY)], RUN)
+        assert runtime.advance(RUN).steps["e"]["state"] == "waiting_for_approval"
+    if fault is None:
+        (tmp_path / "crash").touch()
+    code = in_child(journal, registry, lambda runtime: runtime.abort(RUN, rollback=True).exit_code, fault)
+    assert code == (9 if fault is None else KILLED)
+    if fault is None:
+        (tmp_path / "crash").unlink()
+    return registry, journal
+
+
+@pytest.mark.parametrize("hook, fault, undos", [
+    ("finds", None, 1), ("none", None, 2),
+    ("finds", "w:rollback_after_intent", 1),  # killed before the call: the hook finds nothing, it is made
+    ("finds", "w:rollback_after_call", 1)])
+def test_a_crash_during_a_rollback_is_settled_by_the_rollback_hook_and_never_repeats_the_step(tmp_path, hook,
+                                                                                               fault, undos):
+    registry, journal = aborted_mid_rollback(tmp_path, hook, fault)
+    with runtime_at(journal, registry) as runtime:
+        assert runtime.view(RUN).run_state == "aborting"  # the decision was recorded before the rollback
+        status = runtime.report(RUN, runtime.view(RUN), record=False)
+        assert status.steps["w"]["state"] == "outcome_unknown" and "rollback" in status.steps["w"]["reason"]
+        assert status.steps["e"]["state"] == "cancelled"
+        report = runtime.advance(RUN)  # `resume`: only finishes the abort
+        assert report.state == "aborted", report.message
+        assert report.steps["w"]["state"] == "compensated" and report.steps["w"]["attempts"] == 1
+        assert report.steps["e"]["state"] == "cancelled" and report.steps["e"]["attempts"] == 0
+        assert runtime.view(RUN).results["w"] == {"id": "w-a"}  # the step's own result, not the undo's
+        records = runtime.journal.records(RUN)
+        settled = [r.body for r in records if r.kind == "reconciled"]
+        assert settled and all(body["rollback"] is True for body in settled)
+        assert runtime.advance(RUN).state == "aborted"  # nothing more to do
+    assert [e["tool"] for e in all_effects(tmp_path)] == ["t.read", "t.write", "t.read"] + ["t.undo"] * undos
+    assert {e["key"] for e in undo_effects(tmp_path)} == {f"{RUN}:w:rollback"}
+
+
+@pytest.mark.parametrize("happened", [True, False])
+def test_a_crashed_rollback_without_a_hook_waits_for_plangate_reconcile(tmp_path, happened):
+    from plangate.runtime.host import RunError
+
+    registry, journal = aborted_mid_rollback(tmp_path, "absent")
+    with runtime_at(journal, registry) as runtime:
+        waiting = runtime.advance(RUN)
+        assert waiting.state == "aborting" and waiting.exit_code == 3
+        assert "the abort is not finished" in waiting.message
+        assert waiting.steps["w"]["state"] == "outcome_unknown" and "rollback" in waiting.steps["w"]["reason"]
+        with pytest.raises(RunError, match="has no unknown outcome"):
+            runtime.reconcile(RUN, "r", True, "ops")
+        with pytest.raises(RunError, match="is being aborted"):
+            runtime.new_version(RUN, UNDO_PLAN.replace("version 1", "version 2"), "undo.plan")
+        runtime.reconcile(RUN, "w", happened, "ops", {"undone": "w-a"} if happened else None)
+        report = runtime.advance(RUN)
+        assert report.state == "aborted", report.message
+        assert report.steps["w"]["state"] == "compensated" and report.steps["w"]["attempts"] == 1
+        [settled] = [r.body for r in runtime.journal.records(RUN) if r.kind == "reconciled"]
+        assert settled == {"happened": happened, "by": "ops", "rollback": True}
+    assert [e["tool"] for e in all_effects(tmp_path)].count("t.write") == 1
+    assert len(undo_effects(tmp_path)) == (1 if happened else 2)
+
+
+def test_a_rollback_is_not_an_attempt_of_its_step(tmp_path):
+    registry = undo_registry(tmp_path, "finds")
+    with runtime_at(tmp_path / "journal.db", registry) as runtime:
+        runtime.start(UNDO_PLAN, "undo.plan", [("undo.policy", UNDO_POLICY)], RUN)
+        runtime.advance(RUN)
+        report = runtime.abort(RUN, rollback=True)
+        assert report.state == "aborted"
+        assert report.steps["w"] == {"state": "compensated", "attempts": 1, "reason": "rolled back by `t.undo`"}
+        kinds = [r.body["state"] for r in runtime.journal.records(RUN) if r.kind == "run_state"]
+        assert kinds[-2:] == ["aborting", "aborted"]
+        assert runtime.journal.step_states(RUN)["w"] == ("compensated", 1)
+
+
+# ------------------------------------------------------------------ a settled outcome and its result are one
+SETTLE_PLAN = """
+plan settle {
+  version 1
+  step w { call t.write(x: "a") risk reversible_write idempotency "k-a" expect result.id == "seen" }
+  step r after w { call t.read(x: 1) }
+}
+"""
+
+
+def die_writing_the_settled_result(monkeypatch_module) -> None:
+    """In a child: end the process while the journal writes a `result` that settles an unknown
+    outcome (after any record written before it in the same transaction, before its commit)."""
+    from plangate.runtime import journal as journal_module
+
+    real = journal_module.content_hash
+
+    def content_hash(value):
+        if isinstance(value, list) and len(value) == 7 and value[2] == "result" and '"settled_by"' in value[4]:
+            os._exit(9)
+        return real(value)
+
+    monkeypatch_module.content_hash = content_hash
+
+
+@pytest.mark.parametrize("by", ["hook", "operator"])
+def test_a_crash_while_an_unknown_outcome_is_settled_loses_neither_the_settlement_nor_its_result(tmp_path, by):
+    from plangate.runtime import journal as journal_module
+
+    registry = undo_registry(tmp_path, "absent")
+    if by == "hook":
+        registry.get("t.write").reconcile(lambda idempotency_key: {"id": "seen"})
+    journal = tmp_path / "journal.db"
+    with runtime_at(journal, registry) as runtime:
+        runtime.start(SETTLE_PLAN, "settle.plan", [("undo.policy", UNDO_POLICY)], RUN)
+    assert advance_in_child(journal, RUN, registry, "w:after_call") == KILLED
+
+    def settle(runtime) -> int:
+        die_writing_the_settled_result(journal_module)
+        if by == "hook":
+            return runtime.advance(RUN).exit_code
+        runtime.reconcile(RUN, "w", True, "ops", {"id": "seen"})
+        return 0
+
+    assert in_child(journal, registry, settle) == 9
+    with runtime_at(journal, registry) as runtime:
+        view = runtime.view(RUN)
+        assert view.states["w"] == "outcome_unknown", view.reasons["w"]  # neither record, not half of them
+        assert not [r for r in runtime.journal.records(RUN) if r.kind == "reconciled"]
+        if by == "operator":
+            runtime.reconcile(RUN, "w", True, "ops", {"id": "seen"})
+        report = runtime.advance(RUN)
+        assert report.state == "succeeded", report.message
+        assert runtime.view(RUN).results["w"] == {"id": "seen"}
+    assert [e["tool"] for e in all_effects(tmp_path)] == ["t.write", "t.read"]

@@ -40,15 +40,26 @@ call changed starts with no state, result or attempts. The derived idempotency k
 concrete call, so an unchanged call keeps its key across attempts and versions, and a changed one
 never reuses it.
 
+An abort is decided before anything is undone: `abort` journals the run `aborting`, with the
+steps it will roll back (succeeded `reversible_write` steps with a `rollback`, dropped ones
+included, the last completed first), cancels what is not finished, makes each rollback (a call
+under the policy and the budgets, its records marked `"rollback": true`: never an attempt or a
+result of the step), and then journals the run `aborted`. A run left `aborting` by a crash is only
+ever finished (`_finish_abort`): its unanswered rollback is settled by the rollback tool's hook or
+by `reconcile` (happened: `compensated`; not: made again with the same key), the rollbacks not yet
+made are made, and no step's own call is made again.
+
 After a crash, an intent with no result is `outcome_unknown`. The host never calls again blindly:
 it asks the tool's reconcile hook with the key (a result: it happened; None: it did not, and the
 step is safe to call), else the run pauses until `plangate reconcile` settles it by hand. A step
 left `running` with no open intent had its failed attempt journaled just before a crash: the pass
-records that failure (retry or `failed`) before anything else.
+records that failure (retry or `failed`) before anything else. A reconciliation that says a call
+happened is journaled with its result in one transaction (`Journal.append_many`), so a crash never
+leaves a call settled as happened without the result it settled on.
 
 Fault injection (for the crash tests): with `PLANGATE_FAULT=step:boundary` in the environment, the
 process kills itself with SIGKILL at that boundary: `before_intent`, `after_intent`, `after_call`,
-`after_result`.
+`after_result`; around a rollback's call, `rollback_after_intent` and `rollback_after_call`.
 """
 
 from __future__ import annotations
@@ -124,18 +135,27 @@ class RunView:
     run_state: str = "running"
     held_by: str | None = None  # another live process that holds the run's lock (it is executing)
     settled_by: dict[str, str] = field(default_factory=dict)  # step → who settled its last result by hand or hook
+    # Completed steps that a later plan version dropped: the step as it was, for its rollback.
+    dropped: dict[str, Step] = field(default_factory=dict)
+    completed_at: dict[str, int] = field(default_factory=dict)  # step → seq of its result (rollback order)
+    # The abort: the steps to roll back (recorded with the `aborting` run state), in order.
+    to_roll_back: list[str] = field(default_factory=list)
+    rollback_intents: dict[str, dict[str, Any]] = field(default_factory=dict)  # open: no answer recorded
+    rollback_calls: dict[str, dict[str, Any]] = field(default_factory=dict)  # the latest rollback intent
+    rollback_unknown: dict[str, str] = field(default_factory=dict)  # why an open rollback is still unknown
+    rolled_back: set[str] = field(default_factory=set)  # steps whose rollback is decided (made, failed, refused)
 
 
 @dataclass
 class RunReport:
     run: str
-    state: str  # succeeded | failed | paused | blocked | aborted | running (another process holds it)
+    state: str  # succeeded | failed | paused | blocked | aborting | aborted | running (another process holds it)
     message: str
     steps: dict[str, dict[str, Any]]
 
     @property
     def exit_code(self) -> int:
-        return {"succeeded": 0, "paused": 3, "running": 3}.get(self.state, 1)
+        return {"succeeded": 0, "paused": 3, "running": 3, "aborting": 3}.get(self.state, 1)
 
 
 def new_run_id() -> str:
@@ -226,11 +246,20 @@ class Runtime:
         if view.run_state in ENDED:  # `advance` would never run it
             raise RunError(f"run `{run}` has ended ({view.run_state}): a new plan version applies only to "
                                 "a run in progress; start a new run")
+        if view.run_state == "aborting":
+            raise RunError(f"run `{run}` is being aborted: a new plan version applies only to a run in progress; "
+                           "`plangate resume` finishes the abort")
+        if plan.id != view.plan.id:
+            raise RunError(f"run `{run}` runs plan `{view.plan.id}`, not `{plan.id}`: a new version must keep the "
+                           "plan's id; start a new run for another plan")
         version = plan.version or 0
         if version <= view.plan_version:
             raise RunError(f"the new plan must have a higher `version` than {view.plan_version}, not {version}")
-        self.journal.append(run, "plan_version", {"plan_hash": new_hash, "plan_version": version,
-                                                  "plan_text": plan_text, "plan_file": plan_file})
+        body = {"plan_hash": new_hash, "plan_version": version, "plan_text": plan_text, "plan_file": plan_file}
+        revised = _copy_view(view)  # what the run would be under the new version, to check its tools first
+        _fold(revised, Record(0, run, "plan_version", None, body, "", "", ""))
+        self.require_tools(revised.plan, revised.states, "the new plan version was not recorded")
+        self.journal.append(run, "plan_version", body)
         return new_hash
 
     # ------------------------------------------------------------------ reading
@@ -260,6 +289,14 @@ class Runtime:
             elif view.states.get(step_id) != "outcome_unknown":  # a call with no answer recorded: it may have happened
                 view.states[step_id] = "outcome_unknown"
                 view.reasons[step_id] = UNANSWERED
+        for step_id, intent in view.rollback_intents.items():  # a rollback with no answer recorded
+            if view.held_by is not None:
+                view.states[step_id] = "running"
+                view.reasons[step_id] = f"its rollback by `{intent['tool']}` is in progress in {view.held_by}"
+            else:
+                view.states[step_id] = "outcome_unknown"
+                view.reasons[step_id] = view.rollback_unknown.get(step_id) or (
+                    f"its rollback by `{intent['tool']}` may have happened: its answer was never recorded")
         return view
 
     def _fold_whole(self, run: str) -> tuple[RunView, tuple[int, str]]:
@@ -292,6 +329,8 @@ class Runtime:
         view = self.view(run)
         if view.run_state in ENDED:
             return self.report(run, view)
+        if view.run_state == "aborting":  # an abort that did not finish: finish it, never call a step
+            return self._finish_abort(run)
         self.require_tools(view.plan, view.states)
         pending = [d.question for d in view.plan.decisions if d.pending]
         if pending:
@@ -341,7 +380,7 @@ class Runtime:
             pool.shutdown(wait=not left_behind, cancel_futures=True)  # never wait on a timed-out call
         return self.report(run, self.view(run))
 
-    def require_tools(self, plan: Plan, states: dict[str, str]) -> None:
+    def require_tools(self, plan: Plan, states: dict[str, str], nothing_done: str = "nothing was run") -> None:
         """Refuse to start (a `RunError`, nothing journaled) unless every tool that a step not yet
         finished may call is loaded: a missing tool is the command's mistake, not the step's."""
         missing: dict[str, list[str]] = {}
@@ -351,7 +390,7 @@ class Runtime:
         if missing:
             named = "; ".join(f"`{tool}` (step {', '.join(f'`{s}`' for s in steps)})" for tool, steps in missing.items())
             raise RunError(f"could not start: the tools loaded do not include {named}; pass the --tools that "
-                           "define them (nothing was run)")
+                           f"define them ({nothing_done})")
 
     def _time_out(self, run: str, running: dict[Future, tuple[str, dict[str, Any], float]]) -> int:
         """Calls past their step's `time`: the step becomes `outcome_unknown` (the call may still
@@ -389,15 +428,20 @@ class Runtime:
                 continue
             if outcome.result is None:
                 self.journal.append(view.run, "reconciled", {"happened": False, "by": HOOK}, step=step_id)
-            else:
-                self.journal.append(view.run, "reconciled", {"happened": True, "by": HOOK}, step=step_id)
-                self.journal.append(view.run, "result", {"result": outcome.result, "settled_by": HOOK,
-                                                         "external_ref": _external_ref(outcome.result)}, step=step_id)
+            else:  # the reconciliation and the result it settles on: one transaction
+                self.journal.append_many(view.run, [
+                    ("reconciled", {"happened": True, "by": HOOK}, step_id),
+                    ("result", {"result": outcome.result, "settled_by": HOOK,
+                                "external_ref": _external_ref(outcome.result)}, step_id)])
 
-    def _set(self, view: RunView, step_id: str, state: str, reason: str) -> None:
-        if view.states.get(step_id) == state and view.reasons.get(step_id) == reason:
+    def _set(self, view: RunView, step_id: str, state: str, reason: str, rollback: bool = False) -> None:
+        """Journal a step's state (a rollback's outcome with `"rollback": true`) unless it is already so."""
+        if view.states.get(step_id) == state and view.reasons.get(step_id) == reason and not rollback:
             return
-        self.journal.append(view.run, "state", {"state": state, "reason": reason}, step=step_id)
+        body: dict[str, Any] = {"state": state, "reason": reason}
+        if rollback:
+            body["rollback"] = True
+        self.journal.append(view.run, "state", body, step=step_id)
         view.states[step_id] = state
         view.reasons[step_id] = reason
 
@@ -629,6 +673,8 @@ class Runtime:
         view = self.view(run)
         if view.run_state in ENDED:
             raise RunError(f"run `{run}` has ended ({view.run_state}): there is nothing left to approve")
+        if view.run_state == "aborting":
+            raise RunError(f"run `{run}` is being aborted: there is nothing left to approve")
         step = _step(view.plan, step_id)
         if step is None or step.call is None:
             raise RunError(f"run `{run}` has no step `{step_id}`")
@@ -703,48 +749,126 @@ class Runtime:
         if view.states.get(step_id) != "outcome_unknown":
             raise RunError(f"step `{step_id}` of run `{run}` has no unknown outcome to settle "
                                 f"(it is {view.states.get(step_id, 'not started')})")
-        self.journal.append(run, "reconciled", {"happened": happened, "by": by}, step=step_id)
-        if happened:
-            self.journal.append(run, "result", {"result": result, "external_ref": _external_ref(result),
-                                                "settled_by": by}, step=step_id)
+        flag = {"rollback": True} if step_id in view.rollback_intents else {}  # the unknown is its rollback's
+        records = [("reconciled", {"happened": happened, "by": by, **flag}, step_id)]
+        if happened:  # with the result it settles on, in one transaction: a crash keeps both or neither
+            records.append(("result", {"result": result, "external_ref": _external_ref(result), "settled_by": by,
+                                       **flag}, step_id))
+        self.journal.append_many(run, records)
 
     def abort(self, run: str, rollback: bool) -> RunReport:
-        """Cancel what is not finished and end the run; with `rollback`, undo its reversible steps."""
+        """Cancel what is not finished and end the run; with `rollback`, undo its reversible steps.
+        An abort that did not finish (a crash during a rollback) is finished instead: its steps to
+        roll back were decided when it began."""
         with self.hold(run):
             return self._abort(run, rollback)
 
     def _abort(self, run: str, rollback: bool) -> RunReport:
         view = self.view(run)
-        undo = [step for step in (_step(view.plan, step_id) for step_id in reversed(_order(view.plan)))
-                if rollback and step is not None and step.rollback is not None and view.states.get(step.id) == "succeeded"
-                and effective_risk(step, view.policy.match(step.call.tool)) == Risk.reversible_write]
-        missing = sorted({step.rollback.tool for step in undo if self.tools.get(step.rollback.tool) is None})
+        if view.run_state == "aborted":
+            return self.report(run, view)
+        if view.run_state == "aborting":
+            return self._finish_abort(run)
+        undo = self._to_roll_back(view) if rollback else []
+        self._require_rollback_tools(view, undo, "could not roll back", "nothing was done")
+        # The decision first: whatever happens from here on, the run is being aborted, and a resume
+        # only finishes the abort (its rollbacks), never a step's own call.
+        self.journal.append(run, "run_state", {"state": "aborting", "reason": "aborted by an operator",
+                                               "rollback": undo})
+        return self._finish_abort(run)
+
+    def _to_roll_back(self, view: RunView) -> list[str]:
+        """The steps an abort with rollback undoes: every succeeded `reversible_write` step with a
+        `rollback` (steps dropped by a later plan version included), the last completed first."""
+        position = {step_id: number for number, step_id in enumerate(_order(view.plan))}
+        found = []
+        for step_id, state in view.states.items():
+            step = self._rollback_step(view, step_id)
+            if (state == "succeeded" and step is not None and step.rollback is not None and step.call is not None
+                    and effective_risk(step, view.policy.match(step.call.tool)) == Risk.reversible_write):
+                found.append(step_id)
+        return sorted(found, key=lambda s: (view.completed_at.get(s, 0), position.get(s, -1)), reverse=True)
+
+    @staticmethod
+    def _rollback_step(view: RunView, step_id: str) -> Step | None:
+        return _step(view.plan, step_id) or view.dropped.get(step_id)
+
+    def _require_rollback_tools(self, view: RunView, step_ids: list[str], what: str, nothing_done: str) -> None:
+        tools = set()
+        for step_id in step_ids:
+            step = self._rollback_step(view, step_id)
+            if step_id in view.rollback_calls:
+                tools.add(view.rollback_calls[step_id]["tool"])
+            elif step is not None and step.rollback is not None:
+                tools.add(step.rollback.tool)
+        missing = sorted(tool for tool in tools if self.tools.get(tool) is None)
         if missing:
-            raise RunError("could not roll back: the tools loaded do not include "
-                           + ", ".join(f"`{tool}`" for tool in missing)
-                           + "; pass the --tools that define them (nothing was done)")
+            raise RunError(f"{what}: the tools loaded do not include " + ", ".join(f"`{tool}`" for tool in missing)
+                           + f"; pass the --tools that define them ({nothing_done})")
+
+    def _finish_abort(self, run: str) -> RunReport:
+        """Go on with an abort recorded as `aborting`: cancel what is not finished, settle each
+        rollback whose answer was never recorded (by its tool's reconcile hook, else it waits for
+        `plangate reconcile`), make the rollbacks not yet made, and, once none is unknown, record the
+        run `aborted`. Never calls a step's own call."""
+        view = self.view(run)
+        left = [s for s in view.to_roll_back if s not in view.rolled_back]
+        self._require_rollback_tools(view, left, "could not finish the abort", "nothing was done")
         for step_id in _order(view.plan):
             if view.states.get(step_id) not in FINISHED | {"outcome_unknown"}:
                 self._set(view, step_id, "cancelled", "the run was aborted")
-        for step in undo:
-            self._rollback(self.view(run), step)  # a fresh view: the budgets count the rollbacks made so far
-        self.journal.append(run, "run_state", {"state": "aborted", "reason": "aborted by an operator"})
-        return self.report(run, self.view(run))
+        for step_id, intent in list(view.rollback_intents.items()):
+            self._settle_rollback(view, step_id, intent)
+        for step_id in view.to_roll_back:
+            view = self.view(run)  # fresh: the budgets count the rollbacks made so far
+            step = self._rollback_step(view, step_id)
+            if step is not None and step_id not in view.rolled_back and step_id not in view.rollback_intents:
+                self._rollback(view, step)
+        view = self.view(run)
+        if not view.rollback_intents:
+            self.journal.append(run, "run_state", {"state": "aborted", "reason": "aborted by an operator"})
+            view = self.view(run)
+        return self.report(run, view)
+
+    def _settle_rollback(self, view: RunView, step_id: str, intent: dict[str, Any]) -> None:
+        """Ask the rollback tool's reconcile hook whether an unanswered rollback happened."""
+        key = intent["idempotency_key"]
+        if step_id not in view.rollback_unknown:
+            self.journal.append(view.run, "outcome_unknown", {"idempotency_key": key, "rollback": True}, step=step_id)
+        tool = self.tools.get(intent["tool"])
+        if tool is None or tool.reconcile_hook is None:
+            return
+        outcome = invoke_reconcile(tool, key)
+        if not outcome.ok:
+            self.journal.append(view.run, "outcome_unknown", {
+                "idempotency_key": key, "rollback": True,
+                "reason": f"its rollback by `{intent['tool']}` may have happened, and the reconcile hook failed: "
+                          f"{outcome.error}"}, step=step_id)
+        elif outcome.result is None:  # it did not happen: it is made again, with the same key
+            self.journal.append(view.run, "reconciled", {"happened": False, "by": HOOK, "rollback": True},
+                                step=step_id)
+        else:
+            self.journal.append_many(view.run, [
+                ("reconciled", {"happened": True, "by": HOOK, "rollback": True}, step_id),
+                ("result", {"result": outcome.result, "external_ref": _external_ref(outcome.result),
+                            "settled_by": HOOK, "rollback": True}, step_id)])
 
     def _rollback(self, view: RunView, step: Step) -> None:
         """Call the rollback of a succeeded step, as a call like any other: the policy is asked
         about its concrete call (a deny refuses it) and the budgets must allow it. A rollback not
-        made, or failed, leaves the step `succeeded`, with the reason."""
+        made, or failed, leaves the step `succeeded`, with the reason. Its records say
+        `"rollback": true`: never an attempt or a result of the step itself."""
         assert step.rollback is not None
         tool_name = step.rollback.tool
-        scope: dict[str, Any] = {name: {"result": view.results.get(name)} for name in _predecessors(view.plan, step)}
+        scope: dict[str, Any] = {name: {"result": view.results.get(name)} for name in _predecessors_of(view.plan, step)}
         scope["result"] = view.results.get(step.id)
         args = {}
         for argument in step.rollback.args:
             value = compile_expr(argument.value)(scope)
             if isinstance(value, CelError):
                 self._set(view, step.id, "succeeded", f"its rollback by `{tool_name}` was not made: argument "
-                                                      f"`{argument.name}`: {value.message}; the effect stands")
+                                                      f"`{argument.name}`: {value.message}; the effect stands",
+                          rollback=True)
                 return
             args[argument.name] = _plain(value)
         undo = _as_rollback(step)
@@ -752,23 +876,27 @@ class Runtime:
         refusal = refusal or self._budget_problem(view, undo)
         if refusal:
             self._set(view, step.id, "succeeded", f"its rollback by `{tool_name}` was not made: {refusal}; "
-                                                  "the effect stands")
+                                                  "the effect stands", rollback=True)
             return
         tool = self.tools.get(tool_name)
         assert tool is not None, "abort checks the rollback tools first"
         key = f"{view.run}:{step.id}:rollback"
         self.journal.append(view.run, "intent", {"tool": tool_name, "args": args, "idempotency_key": key,
-                                                 "attempt": view.attempts.get(step.id, 0) + 1, "rollback": True}, step=step.id)
+                                                 "attempt": view.rollback_calls.get(step.id, {}).get("attempt", 0) + 1,
+                                                 "rollback": True}, step=step.id)
+        self.fault(step.id, "rollback_after_intent")
         kwargs, errors = bind(tool, args, key)
         outcome = Outcome(False, error="; ".join(errors)) if errors else invoke(tool, kwargs)
+        self.fault(step.id, "rollback_after_call")
         if outcome.ok:
             self.journal.append(view.run, "result", {"result": outcome.result, "external_ref": _external_ref(outcome.result),
                                                      "rollback": True}, step=step.id)
-            self._set(view, step.id, "compensated", f"rolled back by `{tool_name}`")
+            self._set(view, step.id, "compensated", f"rolled back by `{tool_name}`", rollback=True)
         else:
             error = outcome.error or "rollback failed"
-            self.journal.append(view.run, "attempt_failed", {"error": error}, step=step.id)
-            self._set(view, step.id, "succeeded", f"its rollback by `{tool_name}` failed ({error}): the effect stands")
+            self.journal.append(view.run, "attempt_failed", {"error": error, "rollback": True}, step=step.id)
+            self._set(view, step.id, "succeeded", f"its rollback by `{tool_name}` failed ({error}): the effect stands",
+                      rollback=True)
 
     # ------------------------------------------------------------------ reporting
     def report(self, run: str, view: RunView, reason: str | None = None, record: bool = True) -> RunReport:
@@ -785,6 +913,12 @@ class Runtime:
             state, message = "aborted", "the run was aborted"
         elif view.held_by is not None and view.run_state not in ENDED:
             state, message = "running", f"run `{run}` is being executed by {view.held_by}"
+        elif view.run_state == "aborting":  # a crash (or Ctrl-C) ended the abort before it finished
+            unknown = "; ".join(f"`{k}`: {steps[k]['reason']}" for k in view.rollback_intents if k in steps)
+            state = "aborting"
+            message = ("the abort is not finished: " + (
+                f"{unknown}; settle it (`plangate reconcile`, or the tool's reconcile hook on `plangate resume`)"
+                if unknown else "`plangate resume` (or `plangate abort`) finishes it"))
         elif all(s in GOOD for s in states):
             state, message = "succeeded", "every step succeeded or was skipped"
         elif stopped:  # a blocked or failed step decides the outcome, even while others wait
@@ -838,6 +972,10 @@ def _copy_view(view: RunView) -> RunView:
                    results=dict(view.results), open_intents=dict(view.open_intents),
                    marked_unknown=set(view.marked_unknown), stale=set(view.stale),
                    last_intent=dict(view.last_intent), settled_by=dict(view.settled_by),
+                   dropped=dict(view.dropped), completed_at=dict(view.completed_at),
+                   to_roll_back=list(view.to_roll_back), rollback_intents=dict(view.rollback_intents),
+                   rollback_calls=dict(view.rollback_calls), rollback_unknown=dict(view.rollback_unknown),
+                   rolled_back=set(view.rolled_back),
                    approvals={step: list(items) for step, items in view.approvals.items()})
 
 
@@ -869,11 +1007,15 @@ def _fold(view: RunView, record: Record) -> None:
         view.plan, view.plan_hash, view.plan_version = plan, body["plan_hash"], body["plan_version"]
         view.plan_text = body["plan_text"]
         for step_id in sorted(set(view.states) | set(view.attempts) | set(view.open_intents)):
-            _revise(view, step_id, _step(old_plan, step_id), _step(plan, step_id))
+            _revise(view, step_id, _step(old_plan, step_id) or view.dropped.get(step_id), _step(plan, step_id))
     elif kind == "run_state":
         view.run_state = body["state"]
+        if body["state"] == "aborting":
+            view.to_roll_back = [name for name in body.get("rollback", []) if isinstance(name, str)]
     elif step is None:
         return
+    elif body.get("rollback") is True:
+        _fold_rollback(view, step, kind, body)
     elif kind == "state":
         view.states[step] = body["state"]
         view.reasons[step] = body["reason"]
@@ -886,18 +1028,15 @@ def _fold(view: RunView, record: Record) -> None:
         view.states[step] = "running"
         view.calls += 1
         planned = _step(view.plan, step)
-        if body.get("rollback"):
-            view.cost += _tool_cost(view.policy, body["tool"])
-        elif planned is not None:
+        if planned is not None:
             view.cost += _declared_cost(view.policy, planned)
     elif kind == "result":
         view.open_intents.pop(step, None)
         view.results[step] = body["result"]
+        view.completed_at[step] = record.seq
         if "settled_by" in body:
             view.settled_by[step] = body["settled_by"]
-        if body.get("rollback"):
-            pass
-        elif step in view.stale:  # an earlier version's call happened: settled, not this version's call
+        if step in view.stale:  # an earlier version's call happened: settled, not this version's call
             view.stale.discard(step)
             if _step(view.plan, step) is not None:
                 _forget(view, step)
@@ -923,22 +1062,80 @@ def _fold(view: RunView, record: Record) -> None:
         view.approvals.setdefault(step, []).append(body)
 
 
+def _fold_rollback(view: RunView, step: str, kind: str, body: dict[str, Any]) -> None:
+    """A record of a step's rollback (`"rollback": true`): never an attempt of the step, never its
+    result. Its intent is a call (counted in the budgets); its result, or a reconciliation saying it
+    happened, makes the step `compensated`; a failure or a refusal leaves it `succeeded`; a
+    reconciliation saying it did not happen leaves the rollback to be made again."""
+    if kind == "intent":
+        view.rollback_intents[step] = body
+        view.rollback_calls[step] = body
+        view.rollback_unknown.pop(step, None)
+        view.calls += 1
+        view.cost += _tool_cost(view.policy, body["tool"])
+        return
+    tool = view.rollback_calls.get(step, {}).get("tool", "its rollback tool")
+    if kind == "state":  # refused, failed, or made: the state says which
+        view.states[step] = body["state"]
+        view.reasons[step] = body["reason"]
+        view.rolled_back.add(step)
+    elif kind == "result":
+        view.rollback_intents.pop(step, None)
+        view.rollback_unknown.pop(step, None)
+        view.rolled_back.add(step)
+        view.states[step] = "compensated"
+        by = body.get("settled_by")
+        view.reasons[step] = f"rolled back by `{tool}`" + (
+            "" if by is None else " (its reconcile hook says so)" if by == HOOK
+            else f" (reported by `{by}` through `plangate reconcile`)")
+    elif kind == "attempt_failed":
+        view.rollback_intents.pop(step, None)
+        view.rolled_back.add(step)
+        view.states[step] = "succeeded"
+        view.reasons[step] = f"its rollback by `{tool}` failed ({body['error']}): the effect stands"
+    elif kind == "outcome_unknown":
+        view.rollback_unknown[step] = body.get("reason") or (
+            f"its rollback by `{tool}` may have happened: its answer was never recorded")
+    elif kind == "reconciled":
+        view.rollback_intents.pop(step, None)
+        view.rollback_unknown.pop(step, None)
+        if body["happened"]:  # its result comes in the same transaction
+            view.rolled_back.add(step)
+            view.states[step] = "compensated"
+            view.reasons[step] = f"rolled back by `{tool}`"
+
+
 def _revise(view: RunView, step_id: str, old: Step | None, new: Step | None) -> None:
     """What a new plan version keeps of one step (`old` and `new` are its two versions, None
     where a version lacks it). An unknown outcome is kept whatever changed (if its call changed or
-    the step was dropped, it is `stale`: settled first, then run again or forgotten). A dropped
-    step, or one whose call changed, is forgotten: it runs again with fresh attempts. Of the
-    others, a `blocked`, `cancelled` or `skipped` step is decided again, and so is a `failed` one
-    that the new `retry` allows another attempt; completed steps keep their state and result."""
+    the step was dropped, it is `stale`: settled first, then run again or, dropped, kept only if it
+    happened). A completed step (`succeeded`, or `verifying`: its call returned) that the new
+    version drops is kept as `succeeded`, "no longer in the plan", with its result and attempts, and
+    its step as it was for a rollback on abort (`dropped`). A step whose call changed is forgotten:
+    it runs again with fresh attempts. Of the others, a `blocked`, `cancelled` or `skipped` step is
+    decided again, and so is a `failed` one that the new `retry` allows another attempt; completed
+    steps keep their state and result."""
     changed = old is None or new is None or canonical(old.call) != canonical(new.call)
     if step_id in view.open_intents or view.states.get(step_id) == "outcome_unknown":
         if changed:
+            if new is None and step_id not in view.stale and old is not None:
+                view.dropped[step_id] = old  # the open call is this step's: if it happened, it can be undone
             view.stale.add(step_id)
         return
     state = view.states.get(step_id)
+    if new is None and old is not None and state in ("succeeded", "verifying"):
+        view.dropped[step_id] = old
+        view.states[step_id] = "succeeded"
+        if view.reasons.get(step_id) is None or "no longer in the plan" not in view.reasons[step_id]:
+            view.reasons[step_id] = ("it succeeded; the step is no longer in the plan" if state == "succeeded"
+                                     else "its call happened; the step is no longer in the plan")
+        return
     if changed:
         _forget(view, step_id)
-    elif state in ("blocked", "cancelled", "skipped") or (
+        return
+    if view.dropped.pop(step_id, None) is not None:  # back in the plan with the same call: an ordinary step again
+        view.reasons[step_id] = "it succeeded under an earlier plan version"
+    if state in ("blocked", "cancelled", "skipped") or (
             state == "failed" and new is not None and view.attempts.get(step_id, 0) <= new.retry):
         view.states.pop(step_id, None)
         view.reasons.pop(step_id, None)
@@ -946,7 +1143,7 @@ def _revise(view: RunView, step_id: str, old: Step | None, new: Step | None) -> 
 
 def _forget(view: RunView, step_id: str) -> None:
     """The step starts afresh: no state, result or attempts (its records stay in the journal)."""
-    for known in (view.states, view.reasons, view.results, view.attempts):
+    for known in (view.states, view.reasons, view.results, view.attempts, view.dropped, view.completed_at):
         known.pop(step_id, None)
 
 
@@ -1029,6 +1226,21 @@ def _step(plan: Plan, step_id: str) -> Step | None:
 
 def _predecessors(plan: Plan, step: Step) -> dict[str, str]:
     return _index(plan).predecessors[step.id]
+
+
+def _predecessors_of(plan: Plan, step: Step) -> dict[str, str]:
+    """The steps whose results `step` uses: from `plan` if it holds the step, else (a step a later
+    version dropped) from the step's own expressions."""
+    if _step(plan, step.id) is step:
+        return _predecessors(plan, step)
+    from plangate.graph import step_expressions
+
+    found: dict[str, str] = {name.name: "after" for name in step.after}
+    for _clause, expr in step_expressions(step):
+        for name, _span in cel.step_references(expr):
+            if name != step.id:
+                found[name] = "reference"
+    return found
 
 
 def _call_tool(tools: ToolRegistry, intent: dict[str, Any]) -> Outcome:

@@ -2,7 +2,9 @@
 
 Storage. One SQLite file in WAL mode with `synchronous=FULL`. `append` runs in its own
 `BEGIN IMMEDIATE` transaction and has committed (and synced) when it returns, so the runtime calls
-it before every effect and relies on the record surviving a crash. `append(..., after=(seq, hash))`
+it before every effect and relies on the record surviving a crash. `append_many` writes several
+records of one run in one such transaction: a crash leaves all or none of them (the runtime writes
+a reconciliation and the result it settles on together). `append(..., after=(seq, hash))`
 is a compare-and-append: inside that transaction it checks that the run's head is still the record
 the caller last read, and raises `StaleHead` (writing nothing) when another record came first — so
 a decision taken on what the caller read is recorded only if it still holds. WAL lets other processes
@@ -39,14 +41,17 @@ altered, and refuses bodies that do not fit their kind.
 
 Folded view. `step_states(run)` replays the run's records, in order, into each step's
 (state, attempts); nothing about a run is kept in memory between calls. `attempts` counts the
-step's `intent` records. The state is the last `state` record's, with the transitions that the
+step's `intent` records, rollbacks (`"rollback": true`) left out. The state is the last `state` record's, with the transitions that the
 effect records imply, so that a crash between two records never loses an effect:
     intent           → running           (a call is in flight)
     result           → verifying         (the call returned: never call again, check `expect`)
     outcome_unknown  → outcome_unknown
     reconciled       → verifying if it happened, else ready
+and for a rollback's records (`"rollback": true`): its result, or a reconciliation saying it
+happened, → compensated; a failed or not-happened rollback leaves the step's state as it was;
 and, last, a step whose latest `intent` has no `result`, `attempt_failed` or `reconciled` after it
-is `outcome_unknown`, whatever else was recorded. `running` with no such open intent means that no
+is `outcome_unknown`, whatever else was recorded (so is a step whose latest rollback intent has no
+answer). `running` with no such open intent means that no
 call is in flight (the runtime crashed before its intent, or the attempt failed).
 """
 
@@ -233,39 +238,56 @@ class Journal:
         """Add a record at the end of `run`'s chain and commit it before returning. With `after`
         (the seq and hash of the run's last record as the caller read it), append only if that is
         still the run's last record, else raise `StaleHead`."""
+        return self.append_many(run, [(kind, body, step)], after=after)[0]
+
+    def append_many(self, run: str, entries: list[tuple[str, dict[str, Any], str | None]], *,
+                    after: tuple[int, str] | None = None) -> list[Record]:
+        """Add several records, `(kind, body, step)` each, at the end of `run`'s chain in one
+        transaction: a crash leaves all of them or none. Checked and compared like `append`."""
         if not isinstance(run, str) or not run:
             raise JournalError(f"a run id must be a non-empty string, not {run!r}")
-        if step is not None and (not isinstance(step, str) or not step):
-            raise JournalError(f"a step id must be a non-empty string or None, not {step!r}")
-        if not isinstance(body, dict):
-            raise JournalError(f"a {kind} record's body must be a dict, not {type(body).__name__}")
-        shape_problem = _shape_problem(kind, step, body)
-        if shape_problem:
-            raise JournalError(shape_problem)
-        try:
-            body_text = canonical_json(body)
-        except (TypeError, ValueError) as error:
-            raise JournalError(f"a {kind} record's body is not JSON: {error}") from None
+        prepared = []
+        for kind, body, step in entries:
+            if step is not None and (not isinstance(step, str) or not step):
+                raise JournalError(f"a step id must be a non-empty string or None, not {step!r}")
+            if not isinstance(body, dict):
+                raise JournalError(f"a {kind} record's body must be a dict, not {type(body).__name__}")
+            shape_problem = _shape_problem(kind, step, body)
+            if shape_problem:
+                raise JournalError(shape_problem)
+            try:
+                prepared.append((kind, step, canonical_json(body)))
+            except (TypeError, ValueError) as error:
+                raise JournalError(f"a {kind} record's body is not JSON: {error}") from None
+        appended: list[Record] = []
         with self._transaction("IMMEDIATE"):
             if after is not None and self._head(run) != tuple(after):
                 raise StaleHead(f"run {run} has grown since record #{after[0]} was read")
-            at = datetime.now(timezone.utc).isoformat(timespec="microseconds")
             prev_hash = self._chain_tip(run)
             (seq,) = self._connection.execute(
                 "SELECT COALESCE(MAX(seq), 0) + 1 FROM records"
             ).fetchone()
-            record_hash = content_hash([seq, run, kind, step, body_text, at, prev_hash])
-            self._connection.execute(
-                f"INSERT INTO records ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (seq, run, kind, step, body_text, at, prev_hash, record_hash),
-            )
-            self._connection.execute(
-                "INSERT INTO heads (run, last_seq, last_hash) VALUES (?, ?, ?) "
-                "ON CONFLICT (run) DO UPDATE SET last_seq = excluded.last_seq, "
-                "last_hash = excluded.last_hash",
-                (run, seq, record_hash),
-            )
-        return Record(seq, run, kind, step, json.loads(body_text), at, prev_hash, record_hash)
+            for kind, step, body_text in prepared:
+                at = datetime.now(timezone.utc).isoformat(timespec="microseconds")
+                record_hash = content_hash([seq, run, kind, step, body_text, at, prev_hash])
+                self._connection.execute(
+                    f"INSERT INTO records ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (seq, run, kind, step, body_text, at, prev_hash, record_hash),
+                )
+                appended.append(
+                    Record(seq, run, kind, step, json.loads(body_text), at, prev_hash, record_hash)
+                )
+                prev_hash = record_hash
+                seq += 1
+            if appended:
+                last = appended[-1]
+                self._connection.execute(
+                    "INSERT INTO heads (run, last_seq, last_hash) VALUES (?, ?, ?) "
+                    "ON CONFLICT (run) DO UPDATE SET last_seq = excluded.last_seq, "
+                    "last_hash = excluded.last_hash",
+                    (run, last.seq, last.hash),
+                )
+        return appended
 
     def records(self, run: str) -> list[Record]:
         """The run's well-formed records in order; malformed ones are left out (see `verify`)."""
@@ -340,27 +362,38 @@ class Journal:
         states: dict[str, str] = {}
         attempts: dict[str, int] = {}
         open_intents: set[str] = set()
+        open_rollbacks: set[str] = set()
         for record in self.records(run):
             step, kind = record.step, record.kind
             if step is None:
                 continue
+            rollback = record.body.get("rollback") is True
             if kind == "state":
                 states[step] = record.body["state"]
+            elif kind == "intent" and rollback:
+                open_rollbacks.add(step)
             elif kind == "intent":
                 attempts[step] = attempts.get(step, 0) + 1
                 states[step] = "running"
                 open_intents.add(step)
+            elif kind == "result" and rollback:
+                open_rollbacks.discard(step)
+                states[step] = "compensated"
             elif kind == "result":
                 open_intents.discard(step)
                 states[step] = "verifying"
             elif kind == "attempt_failed":
-                open_intents.discard(step)
-            elif kind == "outcome_unknown":
+                (open_rollbacks if rollback else open_intents).discard(step)
+            elif kind == "outcome_unknown" and not rollback:
                 states[step] = "outcome_unknown"
+            elif kind == "reconciled" and rollback:
+                open_rollbacks.discard(step)
+                if record.body["happened"]:
+                    states[step] = "compensated"
             elif kind == "reconciled":
                 open_intents.discard(step)
                 states[step] = "verifying" if record.body["happened"] else "ready"
-        for step in open_intents:
+        for step in open_intents | open_rollbacks:
             states[step] = "outcome_unknown"
         return {step: StepState(state, attempts.get(step, 0)) for step, state in states.items()}
 
