@@ -249,7 +249,8 @@ def _bounds(ctx: PlanContext, currency: str | None, scale: int, *, diagnostics: 
             bounds.append(Bound("time", budget.time.seconds, f"the plan's budget of `{budget.time}`", budget.time.span))
         if budget.calls is not None:
             plural = "s" if budget.calls != 1 else ""
-            bounds.append(Bound("calls", budget.calls, f"the plan's budget of {budget.calls} call{plural}", budget.span))
+            bounds.append(Bound("calls", budget.calls, f"the plan's budget of {budget.calls} call{plural}",
+                                budget.calls_span or budget.span))
     if ctx.policy is None:
         return bounds
     for name in ("cost", "time", "calls"):

@@ -100,7 +100,7 @@ def _plan_budget(ctx: PlanContext) -> Iterator[Diagnostic]:
             and budget.time.seconds > time.seconds:
         yield _over(budget.time.span, f"the plan's budget allows `{budget.time}`", time)
     if budget.calls is not None and calls is not None and calls.count is not None and budget.calls > calls.count:
-        yield _over(budget.span, f"the plan's budget allows {budget.calls} calls", calls)
+        yield _over(budget.calls_span or budget.span, f"the plan's budget allows {budget.calls} calls", calls)
 
 
 def _budget_cost(declared: Money, limit: LimitValue) -> Iterator[Diagnostic]:

@@ -251,8 +251,12 @@ class Lowering(Transformer):
     def budget_block(self, children: list) -> ir.Budget:
         keyword, *items, close = children
         seen: dict[str, Span] = {}
-        fields = {item.kind: item.value for item in items
-                  if self._once(seen, item.kind, item.span) and item.value is not None}
+        fields: dict[str, Any] = {}
+        for item in items:
+            if self._once(seen, item.kind, item.span) and item.value is not None:
+                fields[item.kind] = item.value
+                if item.kind == "calls":
+                    fields["calls_span"] = item.span
         return ir.Budget.model_construct(span=self._span(keyword, close), **fields)
 
     def after_list(self, children: list) -> list[ir.Name]:

@@ -195,6 +195,7 @@ class Budget(Node):
     cost: Money | None = None
     time: Duration | None = None
     calls: int | None = None
+    calls_span: Span | None = None  # the `calls <= N` clause
 
 
 class Plan(Node):
