@@ -72,6 +72,8 @@ _WORDS = {
 
 _BLOCK_KEYWORDS = frozenset({"STEP", "CHECK", "TOOL", "TEST", "BUDGET", "REQUIRE", "DENY", "WARN", "LIMIT",
                              "PLAN", "POLICY", "UNKNOWN_TOOLS"})
+_COMPOUND_DURATION = re.compile(r"[0-9]+(?:\.[0-9]+)?(?:ms|s|m|h|d)[A-Za-z0-9_.]*")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 _ARGUMENT_NAME_BEFORE = re.compile(r"[(,]\s*[A-Za-z_][A-Za-z0-9_]*\s*\Z")
 _BRACES = re.compile(r'"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'|#[^\r\n]*|[{}]')
 
@@ -341,11 +343,30 @@ def _describe(parser: _Parser, name: str, text: str, error: UnexpectedInput) -> 
             return diagnostic("syntax-error", span, f"expected `}}` to close the block, found {found}",
                               labels=[Label(Span(name, opener, opener + 1), "this `{` is never closed")],
                               help="add `}` where the block ends")
+    if token is not None and "DURATION" in expected:
+        compound = _COMPOUND_DURATION.match(text, token.start_pos)
+        if compound is not None:
+            written = compound.group()
+            return diagnostic("syntax-error", Span(name, token.start_pos, compound.end()),
+                              f"`{written}` is not a duration: a duration is one whole number and one unit",
+                              help=f"write it in one unit, such as `{_in_one_unit(written)}`")
     label = _match_example(parser, error)
     if label is not None:
         message, help_text = _EXAMPLE_MESSAGES[label]
         return diagnostic("syntax-error", span, f"{message}, found {found}", help=help_text)
     return diagnostic("syntax-error", span, f"unexpected {found}; expected {_expected_words(parser, expected)}")
+
+
+def _in_one_unit(written: str) -> str:
+    """`1h30m` → `90m`; `1.5h` → `90m`; otherwise a plain example."""
+    parts = re.findall(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h|d)", written)
+    if not parts or "".join(number + unit for number, unit in parts) != written:
+        return "90m"
+    seconds = sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
+    for unit in ("d", "h", "m", "s"):
+        if seconds >= _UNIT_SECONDS[unit] and (seconds / _UNIT_SECONDS[unit]).is_integer():
+            return f"{int(seconds / _UNIT_SECONDS[unit])}{unit}"
+    return f"{max(1, round(seconds * 1000))}ms"
 
 
 def _starts_line(text: str, offset: int) -> bool:
