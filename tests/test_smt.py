@@ -22,6 +22,7 @@ from plangate.cel.evaluate import compile_expr
 from plangate.cel.reference import evaluate_reference
 from plangate.smt import solve
 from plangate.smt.decide import Unknown, Verdict, decide, instantiate
+from plangate.cel.ast import Binary, Ident, Literal, Select, Unary, to_source
 from plangate.smt.encode import Encoder, duration_seconds
 from plangate.source import SourceFile
 from plangate.syntax import parse_expression
@@ -195,6 +196,59 @@ def test_symbolic_verdicts_hold_on_sampled_values(expr, activation, unknown):
                 witnessed[name] = activation[name]
         assert compile_expr(expr)(witnessed) is True, (result, witnessed)
         assert evaluate_reference(expr, witnessed) is True, (result, witnessed)  # and by cel-python
+
+
+# Untyped run-time values (a tool with no argument schema: `call db.x(n: q.result.n)`) in int and
+# double arithmetic: at run time each is an int or a double, and arithmetic never mixes the two.
+
+UNTYPED = {"args": {"n": Unknown("q.result.n"), "m": Unknown("q.result.m")}}
+_DOUBLE_LITERALS = st.sampled_from([0.5, 1.0, 2.0, 10.0]).map(lambda value: Literal(value, "double"))
+_INT_LITERALS = st.sampled_from([1, 2, 3, -4, 10]).map(lambda value: Literal(value, "int"))
+
+
+def _untyped_numbers():
+    leaves = st.sampled_from([Select(Ident("args"), "n"), Select(Ident("args"), "m")])
+    return st.recursive(leaves, lambda inner: st.one_of(
+        st.builds(Binary, st.sampled_from(["+", "-", "*"]), inner, _DOUBLE_LITERALS),
+        st.builds(Binary, st.sampled_from(["+", "-", "*"]), _DOUBLE_LITERALS, inner),
+        st.builds(Binary, st.just("/"), inner, st.sampled_from([0.5, 2.0]).map(lambda v: Literal(v, "double"))),
+        st.builds(Binary, st.sampled_from(["+", "-", "*", "%"]), inner, _INT_LITERALS),
+        inner.map(lambda operand: Unary("-", operand)),
+        st.builds(Binary, st.sampled_from(["+", "*"]), inner, inner)), max_leaves=4)
+
+
+def _untyped_conditions():
+    comparison = st.builds(Binary, st.sampled_from(["==", "!=", "<", "<=", ">", ">="]), _untyped_numbers(),
+                           st.one_of(_DOUBLE_LITERALS, _INT_LITERALS))
+    return st.recursive(comparison, lambda inner: st.one_of(
+        st.builds(Binary, st.sampled_from(["&&", "||"]), inner, inner), inner.map(lambda c: Unary("!", c))),
+        max_leaves=3)
+
+
+_UNTYPED_VALUES = st.one_of(st.integers(-12, 12), st.integers(-24, 24).map(lambda half: half / 2))
+
+
+@DIFFERENTIAL
+@given(_untyped_conditions(), _UNTYPED_VALUES, _UNTYPED_VALUES)
+def test_untyped_witnesses_make_the_condition_true(expr, n, m):
+    """A witness replayed through the evaluator makes the condition true: a value that takes part
+    in double arithmetic is shown as a double (an int there is an error). (Only witnesses: an
+    untyped value takes one sort from its use, so "never" and "must" speak of that sort.)"""
+    result = decide(expr, UNTYPED, 5.0)
+    if result.outcome in ("may", "must"):
+        witness = {"q.result.n": n, "q.result.m": m, **(result.witness or {})}
+        replayed = instantiate(UNTYPED, witness)
+        assert compile_expr(expr)(replayed) is True, (to_source(expr), result)  # (cel-python: no mixed `==`)
+
+
+@pytest.mark.parametrize("text, shown", [
+    ("args.n * 2.0 > 10.0", "q.result.n"), ("args.m + 1.0 > 10.0", "q.result.m"),
+    ("args.n / 2.0 > 10.0", "q.result.n"), ("-args.n * 2.0 > 10.0", "q.result.n"),
+])
+def test_double_arithmetic_makes_an_untyped_value_a_double(text, shown):
+    result = decide(parse(text), UNTYPED, 5.0)
+    assert result.outcome == "may" and isinstance((result.witness or {}).get(shown), float), result
+    assert fires(text, instantiate(UNTYPED, result.witness or {}))
 
 
 def test_strategies_cover_every_symbolic_variable():

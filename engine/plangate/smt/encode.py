@@ -25,7 +25,8 @@ Invariants:
   value that became a real by meeting numbers is still a *number* of either kind: declared an
   int (an int argument passed as `n: x.result.n`) or taking part in int arithmetic, it stays a
   real constant asserted whole (`is_int`) and reads as `(to_int x)` where an int is needed, so
-  `x.result.n > 0` guards `args.n < 0`; double arithmetic fixes it as a double. A witness shows a
+  `x.result.n > 0` guards `args.n < 0`; double arithmetic fixes it (or a value of no sort yet) as
+  a double, and negation makes a value of no sort yet a number of either kind. A witness shows a
   number as a double when it met a double, and a value compared with a `duration("…")` literal
   (seconds to the solver) as a duration. A `dyn` value
   that meets a second sort raises `Unsupported` ("used inconsistently"), as does anything outside
@@ -550,6 +551,8 @@ class Encoder:
         if isinstance(value, SYMBOLIC):
             term = self.term(value)
             root = term.sort.find()
+            if root.sort is None:  # a run-time value of no sort yet: a number of either kind
+                root.sort, root.number = "Real", True
             if root.number and not root.integral:  # a number of either kind: negation keeps its kind
                 return Term(f"(- {term.text})", term.sort, term.defined)
             return self.arithmetic("-", 0.0 if root.sort == "Real" else 0, value)
@@ -753,6 +756,10 @@ class Encoder:
         sort = self.unify(a.sort, b.sort, left if isinstance(left, Variable) else right)
         if sort is None:
             sort = self.unify(a.sort, self._fixed["Int"], left)
+        if sort == "Real":  # double arithmetic takes doubles only: a run-time operand is a double
+            for root in (a.sort.find(), b.sort.find()):
+                if not root.declared and not root.integral:
+                    root.number, root.double = False, True
         defined = conj(a.defined, b.defined)
         if op == "+" and sort == "String":
             return Term(f"(str.++ {a.text} {b.text})", a.sort, defined)
