@@ -392,9 +392,9 @@ def test_a_run_is_executed_by_one_process_at_a_time_and_a_killed_holder_does_not
         second = plangate("resume", RUN, *tools)
         assert second.returncode == 2
         assert f"run `{RUN}` is being executed by process {first.pid} on " in second.stderr
-        status = json.loads(plangate("status", RUN, "--format", "json").stdout)
+        status = json.loads(plangate("status", RUN, "--format", "json", "--reasons").stdout)
         assert status["state"] == "running"
-        assert status["steps"]["w"]["state"] == "running" and f"process {first.pid}" in status["steps"]["w"]["reason"]
+        assert status["steps"]["w"]["state"] == "running" and f"process {first.pid}" in status["reasons"]["w"]
         settled = plangate("reconcile", RUN, "w", "--not-happened", "--as", "ops")
         assert settled.returncode == 2 and "is being executed by process" in settled.stderr
         assert plangate("abort", RUN).returncode == 2

@@ -169,7 +169,9 @@ def test_cli_run_pauses_then_approve_and_resume_go_on_to_success(tmp_path, demo)
     assert list(shown["steps"]) == ["build", "unit_tests", "preview", "preview_up", "route", "route_live",
                                     "announce", "announced"]
     for info in shown["steps"].values():
-        assert info["state"] == "succeeded" and info["attempts"] == 1
+        assert info == {"state": "succeeded", "attempts": 1}  # exactly the contract's shape
+    with_reasons = json.loads(plangate("status", run, "--format", "json", "--reasons").stdout)
+    assert set(with_reasons) == {"run", "state", "steps", "reasons"} and with_reasons["steps"] == shown["steps"]
 
 
 def test_approve_refuses_a_role_the_step_does_not_need(tmp_path, demo):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Sequence
+from typing import Any, Sequence
 
 from plangate import __version__
 
@@ -90,6 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
     status = commands.add_parser("status", help="the state of a run and its steps")
     status.add_argument("run_id", metavar="RUN")
     status.add_argument("--format", choices=("text", "json"), default="text")
+    status.add_argument("--reasons", action="store_true",
+                        help="with --format json, add `reasons`: why each step is in its state")
     status.add_argument("--journal", default=DEFAULT_JOURNAL, metavar="PATH")
 
     log = commands.add_parser("log", help="the journal of a run: effects, decisions, approvals, evidence")
@@ -329,8 +331,12 @@ def _status(args: argparse.Namespace) -> int:
     runtime = _runtime(args.journal, read_only=True)
     report = runtime.report(args.run_id, runtime.view(args.run_id), record=False)
     if args.format == "json":
-        steps = {k: {"state": v["state"], "attempts": v["attempts"], "reason": v["reason"]} for k, v in report.steps.items()}
-        print(json.dumps({"run": report.run, "state": report.state, "steps": steps}, indent=2))
+        # exactly the contract's object; why each step is in its state only when asked for
+        steps = {k: {"state": v["state"], "attempts": v["attempts"]} for k, v in report.steps.items()}
+        shown: dict[str, Any] = {"run": report.run, "state": report.state, "steps": steps}
+        if args.reasons:
+            shown["reasons"] = {k: v["reason"] for k, v in report.steps.items() if v.get("reason")}
+        print(json.dumps(shown, indent=2))
         return 0
     _print_report(report)
     return 0
