@@ -70,7 +70,11 @@ def decide_for_step(evaluator: Any, when: cel.Expr, facts: StepFacts, activation
     """Whether a rule's condition `when` never, may or must hold for a step's call on the runs where
     the step runs (its own `when` is taken into account): through the arguments' computations, or,
     when that is outside what the solver reasons about, with the computed arguments as opaque
-    values of their declared types. Shared by deny/warn rules and requirements."""
+    values of their declared types. Shared by deny/warn rules and requirements. A call with a
+    constant argument that fails to evaluate can never be made (`cel-type-error` says why): nothing
+    fires for it."""
+    if facts.failing:
+        return StaticVerdict("never")
     condition, results = symbolic(when, facts)
     if condition is not when:
         read = arguments_read(when)

@@ -4,7 +4,8 @@ For each step: its catalogue entry (most specific match), declared and effective
 values of its call's arguments as far as they are known before the run. Effective risk is the
 higher of the declared risk and the catalogue's; with neither, it is `irreversible` (what nothing
 vouches for is treated as the riskiest effect). An argument that depends on no step's result is
-evaluated now (a constant); one that does is an `Unknown`: a bare `x.result.a.b` keeps that
+evaluated now (a constant; one that fails to evaluate is listed in `failing`: the call can never
+be made, so no rule is decided for it); one that does is an `Unknown`: a bare `x.result.a.b` keeps that
 path, so a witness can name it ("fires when `look.result.total` = 500.01"); any other expression
 becomes `step.args.name`, typed by the tool's argument schema (or `dyn`).
 """
@@ -34,6 +35,8 @@ class StepFacts:
     unknown_args: bool = False
     # Arguments computed from earlier results by more than a bare `x.result…` path: name → expression.
     computed: dict[str, cel.Expr] = field(default_factory=dict)
+    # Constant arguments that fail to evaluate (`cel-type-error`): the call can never be made.
+    failing: tuple[str, ...] = ()
 
 
 def effective_risk(step: Step, entry: CatalogueEntry | None) -> Risk:
@@ -65,6 +68,9 @@ def step_facts(step: Step, policy: CompiledPolicy | None) -> StepFacts:
         facts.unknown_args = any(isinstance(value, _unknown_type()) for value in facts.args.values())
         facts.computed = {argument.name: argument.value for argument in step.call.args
                           if depends_on_results(argument.value) and result_path(argument.value) is None}
+        facts.failing = tuple(argument.name for argument in step.call.args  # a constant is an `Unknown` only if it fails
+                              if not depends_on_results(argument.value)
+                              and isinstance(facts.args.get(argument.name), _unknown_type()))
     return facts
 
 
