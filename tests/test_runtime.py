@@ -635,6 +635,38 @@ def test_a_tool_that_calls_sys_exit_fails_its_attempt_and_a_tools_file_that_does
     assert "cannot load the tools: loading tools from" in refused.stderr and "SystemExit: 5" in refused.stderr
 
 
+def console_script(*args: str, cwd, demo):
+    """The installed `plangate` console script (which, unlike `python -m`, does not put the
+    current directory on `sys.path`)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(sys.executable).parent / "plangate"
+    if not script.is_file():
+        pytest.skip("no `plangate` console script beside this Python")
+    env = {**os.environ, "PLANGATE_DEMO_DIR": str(demo)}
+    env.pop("PLANGATE_FAULT", None)
+    env.pop("PYTHONPATH", None)
+    return subprocess.run([str(script), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_the_console_script_loads_tools_by_module_name_from_the_current_directory_and_each_once(tmp_path, demo):
+    journal = str(tmp_path / "journal.db")
+    ran = console_script("run", "examples/deploy.plan", "--policy", "policies/baseline.policy",
+                         "--tools", "examples.tools.local", "--tools", "examples/tools/local.py",
+                         "--tools", "examples/tools/local.py", "--journal", journal, cwd=ROOT, demo=demo)
+    assert ran.returncode == 3, ran.stdout + ran.stderr  # paused at `route`: every tool was found, once
+    (tmp_path / "plangate_here_tools.py").write_text(
+        "from plangate import tool\n\n@tool('t.read')\ndef read(key: str) -> dict:\n    return {'value': key}\n")
+    (tmp_path / "t.policy").write_text(TEST_POLICY)
+    (tmp_path / "t.plan").write_text(plan_text('  step a { call t.read(key: "a") }'))
+    here = console_script("run", "t.plan", "--policy", "t.policy", "--tools", "plangate_here_tools",
+                          "--journal", journal, cwd=tmp_path, demo=demo)
+    assert here.returncode == 0, here.stdout + here.stderr
+
+
 # ------------------------------------------------------------------ rollbacks and time under the policy
 def test_rollbacks_are_decided_by_the_policy_and_count_in_the_budgets(box):
     toolbox, runtime = box

@@ -3,6 +3,7 @@ calls whose exceptions and non-JSON results become failed outcomes."""
 
 from __future__ import annotations
 
+import os
 import sys
 import textwrap
 from decimal import Decimal
@@ -335,3 +336,62 @@ def test_a_tools_file_that_calls_sys_exit_is_a_loading_problem(tmp_path):
     path.write_text("import sys\nsys.exit(4)\n")
     [problem] = ToolRegistry().load(str(path))
     assert problem == f"loading tools from {path} failed (bad.py, line 2): SystemExit: 4"
+
+
+# --- where loading looks, and loading once -----------------------------------------------------------
+
+
+@pytest.fixture
+def bare_path(monkeypatch):
+    """`sys.path` as the `plangate` console script has it: no current directory on it."""
+    here = os.path.realpath(os.getcwd())
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p and os.path.realpath(p) != here])
+    return sys.path
+
+
+def test_a_module_name_is_found_in_the_current_directory_like_python_dash_m(tmp_path, monkeypatch, bare_path):
+    write(tmp_path, "plangate_cwd_tools.py", TOOLS_FILE)
+    (tmp_path / "pkg" / "sub").mkdir(parents=True)
+    write(tmp_path / "pkg" / "sub", "local.py", TOOLS_FILE.replace("deploy.preview", "pkg.preview")
+          .replace("http.get", "pkg.get"))
+    monkeypatch.chdir(tmp_path)
+    before = list(sys.path)
+    registry = ToolRegistry()
+    assert registry.load("plangate_cwd_tools") == []
+    assert registry.load("pkg.sub.local") == []  # a dotted name, as `examples.tools.local` from the repo root
+    assert registry.names() == ["deploy.preview", "http.get", "pkg.get", "pkg.preview"]
+    assert sys.path == before  # the directory was on it only while importing
+    for name in ("plangate_cwd_tools", "pkg", "pkg.sub", "pkg.sub.local"):
+        sys.modules.pop(name, None)
+
+
+def test_a_tools_file_imports_a_helper_beside_it(tmp_path, bare_path):
+    (tmp_path / "tl").mkdir()
+    write(tmp_path / "tl", "plangate_helper_beside.py", "def value():\n    return 7\n")
+    path = write(tmp_path / "tl", "mytools.py", """
+        from plangate import tool
+        import plangate_helper_beside
+
+        @tool("t.read")
+        def read() -> dict:
+            return {"v": plangate_helper_beside.value()}
+    """)
+    before = list(sys.path)
+    registry = ToolRegistry()
+    assert registry.load(str(path)) == []
+    assert registry.get("t.read")() == {"v": 7}
+    assert sys.path == before
+    sys.modules.pop("plangate_helper_beside", None)
+
+
+def test_a_file_or_module_given_twice_is_loaded_once(tmp_path, monkeypatch):
+    path = write(tmp_path, "plangate_twice_tools.py", TOOLS_FILE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    registry = ToolRegistry()
+    assert registry.load(str(path)) == []
+    assert registry.load(str(path)) == []
+    assert registry.load(os.path.relpath(path)) == []  # another spelling of the same file
+    assert registry.load("plangate_twice_tools") == []  # the same file as a module
+    assert registry.load("plangate_twice_tools") == []
+    assert registry.names() == ["deploy.preview", "http.get"]
+    sys.modules.pop("plangate_twice_tools", None)

@@ -11,6 +11,14 @@ Signatures and type hints are read when the decorator runs, so a tool that can n
 named alike never collide) or an importable module, and registers every `Tool` among the module's
 attributes. It returns the problems as sentences (no such file, a syntax error at a line, an
 exception while importing — `SystemExit` included —, two tools with one name), never a traceback.
+Where the import looks, as `python FILE` and `python -m MODULE` would: a file is imported with its
+own folder first on `sys.path` (so it can import a helper module beside it), a module name with the
+current directory first (the `plangate` console script does not put it there, unlike
+`python -m`). The entry is taken out of `sys.path` again once the import is done (if the import
+left `sys.path` as it found it otherwise), so a folder of tools never shadows, later, a module
+that plangate imports lazily; modules imported meanwhile stay imported. Each file or module is
+loaded once per registry: a file named twice, or a module whose file was already loaded, adds
+nothing (and is no conflict with itself).
 
 `bind(tool, args, idempotency_key)` checks the plan's arguments against the parameters: missing
 required ones, unknown names (unless the function takes `**kwargs`) and the type hints `str`,
@@ -28,12 +36,14 @@ no canonical JSON form fails too, and a successful result is the JSON value the 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import importlib.util
 import inspect
 import itertools
 import json
+import os
 import re
 import sys
 import traceback
@@ -41,7 +51,7 @@ import types
 import typing
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from plangate.runtime.canonical import canonical_json
 
@@ -125,6 +135,7 @@ class ToolRegistry:
 
     def __init__(self) -> None:
         self._tools: dict[str, Tool] = {}
+        self._loaded: set[str] = set()  # the files (resolved) and module names already loaded
 
     def register(self, new_tool: Tool) -> None:
         """Add a tool; a second, different tool under the same name is a `ValueError`."""
@@ -141,11 +152,24 @@ class ToolRegistry:
         """Register every `Tool` of a Python file or importable module; the problems, or []."""
         looks_like_file = module_or_file.endswith(".py") or Path(module_or_file).is_file()
         if looks_like_file:
-            module_or_problem = _import_file(Path(module_or_file))
+            path = Path(module_or_file)
+            if path.is_file() and str(path.resolve()) in self._loaded:
+                return []  # named twice: once is enough
+            module_or_problem = _import_file(path)
         else:
+            if module_or_file in self._loaded:
+                return []
             module_or_problem = _import_module(module_or_file)
         if isinstance(module_or_problem, str):
             return [module_or_problem]
+        names = {module_or_problem.__name__} if not looks_like_file else set()
+        origin = getattr(module_or_problem, "__file__", None)
+        if origin:
+            names.add(str(Path(origin).resolve()))
+        if names & self._loaded:  # a module whose file was loaded already, under another name
+            self._loaded |= names
+            return []
+        self._loaded |= names
         attributes = vars(module_or_problem).values()
         found_by_identity = {id(value): value for value in attributes if isinstance(value, Tool)}
         found = list(found_by_identity.values())  # a tool bound to two names is one tool
@@ -331,18 +355,41 @@ def _import_file(path: Path) -> types.ModuleType | str:
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module  # dataclasses and pickling look the module up while it runs
     try:
-        spec.loader.exec_module(module)
+        with _first_on_path(str(path.resolve().parent)):  # as `python FILE`: its helpers beside it
+            spec.loader.exec_module(module)
     except KeyboardInterrupt:
         raise
     except BaseException as error:  # SystemExit too: a tools file cannot end plangate
-        del sys.modules[module_name]
+        sys.modules.pop(module_name, None)
         return _loading_problem(str(path), error, path.resolve())
     return module
 
 
+@contextlib.contextmanager
+def _first_on_path(folder: str) -> Iterator[None]:
+    """`folder` first on `sys.path` for the block, unless it is there already. Taken out again
+    afterwards only if `sys.path` is otherwise as it was (an import that changed it on purpose
+    keeps its change, and the entry with it)."""
+    if folder in sys.path or ("" in sys.path and os.path.realpath(folder) == os.path.realpath(".")):
+        yield
+        return
+    before = list(sys.path)
+    sys.path.insert(0, folder)
+    try:
+        yield
+    finally:
+        if sys.path[:1] == [folder] and sys.path[1:] == before:
+            del sys.path[0]
+
+
 def _import_module(module_name: str) -> types.ModuleType | str:
     try:
-        return importlib.import_module(module_name)
+        try:
+            here = os.getcwd()
+        except OSError:  # the current directory was removed: nothing to add
+            return importlib.import_module(module_name)
+        with _first_on_path(here):  # as `python -m`: a module of the current directory
+            return importlib.import_module(module_name)
     except ModuleNotFoundError as error:
         missing = error.name
         if missing is not None and (module_name + ".").startswith(missing + "."):
