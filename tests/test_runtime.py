@@ -545,6 +545,74 @@ def test_a_new_version_that_drops_a_step_keeps_its_unknown_outcome_until_settled
     assert [call[0] for call in toolbox.calls] == ["t.read"]
 
 
+def test_a_new_version_that_drops_a_completed_step_keeps_it_and_an_abort_rolls_it_back(box):
+    toolbox, runtime = box
+    body = """
+  step g { call t.read(key: "g") }
+  step w after g { call t.write(name: "w") risk reversible_write idempotency "w"
+                   rollback t.write(name: "undo-" + result.name + "-" + string(g.result.value)) }
+  step n { call t.send(to: "ops") idempotency "n" approval by role "operator" }
+"""
+    toolbox.values["g"] = 7
+    run = start_plan(runtime, body)
+    assert runtime.advance(run).steps["n"]["state"] == "waiting_for_approval"
+    runtime.new_version(run, plan_text(body.replace(body[body.index("  step w"):body.index("  step n")], ""),
+                                       version=2), "t.plan")
+    report = runtime.advance(run)
+    assert report.state == "paused"
+    assert report.steps["w"] == {"state": "succeeded", "attempts": 1,
+                                 "reason": "it succeeded; the step is no longer in the plan"}
+    assert runtime.report(run, runtime.view(run), record=False).steps["w"]["state"] == "succeeded"  # status
+    assert runtime.view(run).results["w"] == {"name": "w", "value": None}
+    report = runtime.abort(run, rollback=True)
+    assert report.state == "aborted"
+    assert report.steps["w"] == {"state": "compensated", "attempts": 1, "reason": "rolled back by `t.write`"}
+    assert [call[1] for call in toolbox.calls if call[0] == "t.write"] == ["w", "undo-w-7"]
+
+
+def test_run_with_the_id_of_a_run_of_another_plan_is_refused(box, tmp_path, demo):
+    from plangate.runtime.host import RunError
+
+    _, runtime = box
+    run = start_plan(runtime, '  step n { call t.send(to: "ops") idempotency "n" approval by role "operator" }')
+    runtime.advance(run)
+    other = 'plan other {\n  version 2\n  step n { call t.send(to: "ops") idempotency "n" approval by role "operator" }\n}\n'
+    with pytest.raises(RunError, match="run `%s` runs plan `t`, not `other`" % run):
+        runtime.new_version(run, other, "other.plan")
+    assert not kinds(runtime, run, "plan_version")
+
+    plangate = cli_in(tmp_path, demo)
+    assert plangate("run", "examples/deploy.plan", "--policy", "policies/baseline.policy", "--tools", str(DEMO_TOOLS),
+                    "--run", "r1").returncode == 3
+    refused = plangate("run", "examples/refund.plan", "--policy", "policies/baseline.policy", "--tools",
+                       str(DEMO_TOOLS), "--run", "r1")
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "run `r1` runs plan `deploy_web_v2`, not `" in refused.stderr
+
+
+def test_a_new_version_whose_tools_are_not_loaded_is_not_recorded(box, tmp_path):
+    from plangate.runtime.host import RunError
+
+    toolbox, runtime = box
+    body = """
+  step a { call t.read(key: "a") }
+  step n { call t.send(to: "ops") idempotency "n" approval by role "operator" }
+"""
+    run = start_plan(runtime, body)
+    runtime.advance(run)
+    full = toolbox.registry()
+    partial = ToolRegistry()
+    for name in ("t.read", "t.send"):
+        partial.register(full.get(name))
+    with runtime_at(tmp_path / "journal.db", partial) as short:
+        v2 = plan_text(body + '  step w { call t.write(name: "w") risk reversible_write idempotency "w" }', version=2)
+        with pytest.raises(RunError, match="do not include `t.write` \\(step `w`\\).*the new plan version was not "
+                                           "recorded"):
+            short.new_version(run, v2, "t.plan")
+        assert not kinds(short, run, "plan_version")
+        assert short.new_version(run, plan_text(body.replace('"ops"', '"dev"'), version=2), "t.plan")  # its tools are
+
+
 @pytest.mark.parametrize("happened", [True, False])
 def test_an_unknown_outcome_of_a_changed_call_is_settled_before_the_new_call_runs(box, happened):
     toolbox, runtime = box

@@ -35,7 +35,10 @@ journal is written only from the host's thread.
 A new plan version (a `plan_version` record) replaces the plan in the fold; `_revise` decides what
 each step keeps: an unknown outcome always (until settled; if its call changed or the step was
 dropped, the settled effect is not taken for the new call), a completed step unless its call
-changed, and a blocked, cancelled, skipped or retryable failed step is decided again. A step whose
+changed (one the version drops stays `succeeded`, "no longer in the plan", its step as it was kept
+for a rollback), and a blocked, cancelled, skipped or retryable failed step is decided again. A new
+version must keep the plan's id, and is recorded only if the loaded tools can run what it leaves to
+do. A step whose
 call changed starts with no state, result or attempts. The derived idempotency key hashes the
 concrete call, so an unchanged call keeps its key across attempts and versions, and a changed one
 never reuses it.
