@@ -735,6 +735,48 @@ def test_the_console_script_loads_tools_by_module_name_from_the_current_director
     assert here.returncode == 0, here.stdout + here.stderr
 
 
+def test_a_closed_output_pipe_keeps_the_commands_exit_code(tmp_path, demo):
+    import os
+    import subprocess
+    import sys
+
+    journal = str(tmp_path / "journal.db")
+
+    def with_closed_stdout(*args: str) -> subprocess.CompletedProcess:
+        reader, writer = os.pipe()
+        os.close(reader)  # the reader has gone before the command writes anything
+        try:
+            env = {**os.environ, "PLANGATE_DEMO_DIR": str(demo)}
+            env.pop("PLANGATE_FAULT", None)
+            return subprocess.run([sys.executable, "-m", "plangate.cli", *args, "--journal", journal], cwd=ROOT,
+                                  env=env, stdout=writer, stderr=subprocess.PIPE, text=True, timeout=120)
+        finally:
+            os.close(writer)
+
+    ran = with_closed_stdout("run", "examples/deploy.plan", "--policy", "policies/baseline.policy", "--tools",
+                             str(DEMO_TOOLS), "--run", "r1")
+    assert (ran.returncode, ran.stderr) == (3, "")  # paused, as with a reader; no traceback either
+    assert [e["tool"] for e in ledger(demo)] == ["deploy.preview"]  # the run went on after its first line
+    assert with_closed_stdout("resume", "r1", "--tools", str(DEMO_TOOLS)).returncode == 3
+    assert with_closed_stdout("log", "r1", "--verify").returncode == 0
+    assert with_closed_stdout("status", "nope").returncode == 2
+
+
+def test_only_run_creates_the_journal_and_it_prints_the_bare_run_id_as_the_docs_show(tmp_path, demo):
+    plangate = cli_in(tmp_path, demo)
+    for args in (("resume", "r1", "--tools", str(DEMO_TOOLS)), ("approve", "r1", "route", "--as", "a", "--role", "operator",
+                 "--yes"), ("reconcile", "r1", "route", "--happened", "--as", "a"), ("abort", "r1"), ("status", "r1")):
+        refused = plangate(*args)
+        assert refused.returncode == 2 and "there is no journal at" in refused.stderr, args
+        assert not (tmp_path / "journal.db").exists()
+    cli_doc = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    assert "Only `run` creates the file" in cli_doc
+    for doc in (ROOT / "examples" / "tools" / "README.md", ROOT / "docs" / "cli.md"):
+        lines = doc.read_text(encoding="utf-8").splitlines()
+        shown = [lines[n + 1] for n, line in enumerate(lines) if line.startswith("$ plangate run ")]
+        assert shown and all(run_id(line) for line in shown), doc  # the run id alone, as `run` prints it
+
+
 # ------------------------------------------------------------------ rollbacks and time under the policy
 def test_rollbacks_are_decided_by_the_policy_and_count_in_the_budgets(box):
     toolbox, runtime = box

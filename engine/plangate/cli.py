@@ -109,6 +109,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # A reader that goes away (`plangate run … | head -1`) must not change what the command does
+    # or its exit code: once its pipe is closed, output is dropped and the command goes on.
+    out, err = _PipeOutput(sys.stdout), _PipeOutput(sys.stderr)
+    sys.stdout, sys.stderr = out, err  # type: ignore[assignment]
+    try:
+        return _main(argv)
+    finally:
+        out.flush()
+        err.flush()
+        sys.stdout, sys.stderr = out.stream, err.stream
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
@@ -119,11 +132,48 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("plangate: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
-        return 0
     except Exception as error:  # the last line of defence: one line, never a traceback
         print(f"plangate: internal error: {type(error).__name__}: {error}", file=sys.stderr)
         return 2
+
+
+class _PipeOutput:
+    """A standard stream whose reader may go away: after a `BrokenPipeError` what is written is
+    dropped (and the file descriptor points at the null device, so that the interpreter's last
+    flush does not fail either); everything else is the stream's own."""
+
+    def __init__(self, stream) -> None:
+        self.stream = stream
+        self.gone = False
+
+    def write(self, text: str) -> int:
+        if not self.gone:
+            try:
+                return self.stream.write(text)
+            except BrokenPipeError:
+                self._reader_gone()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.gone:
+            try:
+                self.stream.flush()
+            except BrokenPipeError:
+                self._reader_gone()
+
+    def _reader_gone(self) -> None:
+        self.gone = True
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(devnull, self.stream.fileno())
+            finally:
+                os.close(devnull)
+        except (OSError, ValueError, AttributeError):  # a stream with no descriptor (tests capture)
+            pass
+
+    def __getattr__(self, name: str):
+        return getattr(self.stream, name)
 
 
 def _use_color(choice: str, stream: object) -> bool:
