@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -163,11 +164,30 @@ def test_conditions_outside_the_subset_count_as_possibly_running():
     plan = """plan p {
       budget { cost <= 10 usd }
       step x { call t.x() }
-      step a { call t.a() when x.result.name.matches("^a") cost 60 usd }
+      step a { call t.a() when ["a", "b"].exists(p, x.result.name == p) cost 60 usd }
     }"""
     found = diagnostics(plan)
     assert names(found) == ["budget-exceeded:error", "decided-at-run-time:note"]
     assert any("run-time conditions of `a`" in note for d in found for note in d.notes)
+
+
+@pytest.mark.parametrize("first, second", [
+    ("x.result.error == null", "x.result.error != null"),
+    ('x.result.name.matches("^a")', '!x.result.name.matches("^a")'),
+    ('"x" in x.result.tags', '!("x" in x.result.tags)'),
+])
+def test_an_opaque_condition_and_its_negation_are_exclusive(first, second):
+    """A condition outside the subset is one Boolean atom shared by the branches: its negation
+    never runs together with it."""
+    plan = f"""plan p {{
+      budget {{ cost <= 4 usd }}
+      step x {{ call t.x() }}
+      step a {{ call t.a() when {first} cost 4 usd }}
+      step b {{ call t.b() when {second} cost 4 usd }}
+    }}"""
+    assert diagnostics(plan) == []
+    [found] = diagnostics(plan.replace("cost <= 4 usd", "cost <= 3 usd"))
+    assert "`4 usd`" in found.message and any("run-time conditions of" in note for note in found.notes)
 
 
 def test_an_undecided_solver_is_budget_unknown():

@@ -564,6 +564,79 @@ def pattern_error(pattern: str) -> str | None:
     return regexp if isinstance(regexp, str) else None
 
 
+def regex_search(pattern: str, text: str) -> bool | None:
+    """Whether `text` matches `pattern` as `text.matches(pattern)` says; None when that is an error."""
+    regexp = _regexp(pattern)
+    if isinstance(regexp, str):
+        return None
+    try:
+        return regexp.search(text) is not None  # type: ignore[attr-defined]
+    except UnicodeEncodeError:
+        return None
+
+
+def regex_example(pattern: str) -> str | None:
+    """A short string that `pattern` may match, read from its syntax tree (Python's parser, which
+    reads the common RE2 syntax alike): each repetition at its least, the first branch, the first
+    character of a class. Only a candidate: the caller checks it with `regex_search`. None when the
+    pattern is not read."""
+    try:
+        import re._parser as parser  # type: ignore[import-not-found]
+    except ImportError:  # Python < 3.11
+        import sre_parse as parser  # type: ignore[no-redef]
+    try:
+        tree = parser.parse(pattern)
+    except Exception:  # noqa: BLE001 — a pattern Python reads otherwise than RE2: no candidate
+        return None
+    out: list[str] = []
+
+    def emit(items: object, depth: int = 0) -> bool:
+        if depth > 50:
+            return False
+        for op, argument in items:  # type: ignore[attr-defined]
+            name = str(op)
+            if name == "LITERAL":
+                out.append(chr(argument))
+            elif name == "NOT_LITERAL":
+                out.append("a" if chr(argument) != "a" else "b")
+            elif name == "ANY":
+                out.append("a")
+            elif name == "IN":
+                first = argument[0] if argument else None
+                if first is None:
+                    return False
+                if str(first[0]) == "NEGATE":
+                    out.append("~")
+                elif str(first[0]) == "LITERAL":
+                    out.append(chr(first[1]))
+                elif str(first[0]) == "RANGE":
+                    out.append(chr(first[1][0]))
+                elif str(first[0]) == "CATEGORY":
+                    out.append({"CATEGORY_DIGIT": "0", "CATEGORY_SPACE": " "}.get(str(first[1]), "a"))
+                else:
+                    return False
+            elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+                low, _high, body = argument
+                for _ in range(min(low, 64)):
+                    if not emit(body, depth + 1):
+                        return False
+            elif name == "SUBPATTERN":
+                if not emit(argument[-1], depth + 1):
+                    return False
+            elif name == "BRANCH":
+                if not emit(argument[1][0], depth + 1):
+                    return False
+            elif name == "AT":
+                continue  # anchors take no characters
+            elif name == "CATEGORY":
+                out.append({"CATEGORY_DIGIT": "0", "CATEGORY_SPACE": " "}.get(str(argument), "a"))
+            else:
+                return False
+        return True
+
+    return "".join(out) if emit(tree) else None
+
+
 def _matches(text: object, pattern: object) -> bool:
     if not isinstance(text, str) or not isinstance(pattern, str):
         raise _no_overload(".matches", text, pattern)

@@ -422,7 +422,8 @@ def _branch_notes(report: Report, runs: Sequence[bool], worst: Worst) -> list[st
         fires = guard.step in component.patterns[worst.choice[guard.component]]
         if len(component.guards) == 1 and fires:
             continue  # an independent condition that holds says nothing of interest
-        shown = ", ".join(f"`{path}` = {value_source(values[path])}" for path in guard.paths if path in values)
+        shown = "" if guard.opaque else ", ".join(  # an opaque condition's model values decide nothing
+            f"`{path}` = {value_source(values[path])}" for path in guard.paths if path in values)
         because = f" (`{to_source(guard.condition)}`" + (f" with {shown})" if shown else ")")
         if fires and runs[index]:
             taken.append(f"`{guard.step}`{because}")

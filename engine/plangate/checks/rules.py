@@ -97,7 +97,7 @@ def _verdict(evaluator: Any, expr: cel.Expr, scope: dict[str, Any], unknown: boo
     from plangate.policy.decide import _seconds_for_durations
     from plangate.smt.decide import decide
 
-    answer = decide(expr, _seconds_for_durations(scope), assume=assume)
+    answer = decide(expr, _seconds_for_durations(scope), assume=assume, original=scope)
     return StaticVerdict(answer.outcome, answer.witness, answer.reason)
 
 

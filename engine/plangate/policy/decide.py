@@ -96,7 +96,7 @@ class Evaluator:
             return StaticVerdict("never")  # an error that no run-time value can mend: it never fires
         from plangate.smt.decide import decide
 
-        answer = decide(expr, _seconds_for_durations(activation), time_bound)
+        answer = decide(expr, _seconds_for_durations(activation), time_bound, original=activation)
         return StaticVerdict(answer.outcome, answer.witness, answer.reason)
 
 

@@ -10,7 +10,9 @@ worst case needs only *maximal* sets of guards that can fire together.
 Classification (no solver). Conditions are taken in groups that name the same steps. A group of
 simple conditions (`simple.py`: fields compared with constants) is read as atoms. Otherwise each
 `when` is encoded (`encode.Encoder`) over an activation in which every step's result is an
-`Unknown`: it folds to always or never; or it is outside the subset ("run time": taken to
+`Unknown` (opaque conditions — `matches`, `== null`, `in` over a run-time list — are Boolean atoms
+shared by the group, so a condition and its negation never fire together; a witness takes them to
+hold as its pattern says, and says so): it folds to always or never; or it is outside the subset ("run time": taken to
 possibly fire — sound for upper bounds, and said in every witness that uses it; conditions that
 are fine alone but give one value two sorts together are all "run time"); or it is symbolic.
 Symbolic guards are *correlated* when they read a common run-time value: a field path (a result's
@@ -87,6 +89,7 @@ class Guard:
     reason: str | None = None  # for "runtime": what is outside the subset
     paths: tuple[str, ...] = ()  # the run-time values it reads (for links and explanations)
     component: int = -1
+    opaque: bool = False  # it holds an opaque condition (`matches`…): a witness takes it to hold as chosen
 
 
 @dataclass
@@ -161,14 +164,16 @@ class Branches:
             for part in _components([self.guards[step_id] for step_id in steps]):
                 self._add_component(part, atoms=[found[steps.index(guard.step)] for guard in part])
             return
-        encoder = Encoder(activation)
+        encoder = Encoder(activation, opaque=True)
         fires: dict[str, str] = {}
         reads: dict[str, set[str]] = {}
+        opaque: dict[str, bool] = {}
         try:
             for step_id in steps:
-                encoder.touched = set()
+                encoder.touched, encoder.atoms_touched = set(), set()
                 fires[step_id] = encoder.fires(conditions[step_id])
                 reads[step_id] = encoder.touched
+                opaque[step_id] = bool(encoder.atoms_touched)
             encoder.values()  # every value's sort must be settled
         except (Unsupported, RecursionError) as error:
             reasons = {step_id: self._reason_alone(conditions[step_id], activation) for step_id in steps}
@@ -189,7 +194,8 @@ class Branches:
                 self.never[step_id] = step_id
             elif fires[step_id] != "true":
                 paths = tuple(sorted(reads[step_id] & linking))
-                self.guards[step_id] = Guard(step_id, conditions[step_id], "symbolic", paths=paths)
+                self.guards[step_id] = Guard(step_id, conditions[step_id], "symbolic", paths=paths,
+                                             opaque=opaque[step_id])
                 symbolic.append(self.guards[step_id])
         parts = _components(symbolic)
         if len(parts) == 1:
@@ -201,7 +207,7 @@ class Branches:
     @staticmethod
     def _reason_alone(condition: Expr, activation: Mapping[str, object]) -> str | None:
         """Why `condition` on its own is outside the subset, if it is."""
-        encoder = Encoder(activation)
+        encoder = Encoder(activation, opaque=True)
         try:
             encoder.fires(condition)
             encoder.values()
@@ -221,7 +227,7 @@ class Branches:
     def pattern_group(self, component: Component) -> solve.PatternGroup:
         """The component's text for the solver (encoded on first need)."""
         if component.group is None:
-            encoder = Encoder(self.activation)
+            encoder = Encoder(self.activation, opaque=True)
             fires = [encoder.fires(self.guards[step].condition) for step in component.guards]
             component.encoder, component.group = encoder, _pattern_group(encoder, fires)
         return component.group
@@ -262,7 +268,8 @@ class Branches:
     def assumed(self, runs: Sequence[bool]) -> list[str]:
         """The running steps whose guard sets hold a condition decided at run time."""
         return [self.loads.steps[index] for index, guard_set in enumerate(self.guard_sets) if runs[index]
-                and any(self.guards[guard_id].kind == "runtime" for guard_id in guard_set)]
+                and any(self.guards[guard_id].kind == "runtime" or self.guards[guard_id].opaque
+                        for guard_id in guard_set)]
 
     def witness_values(self, choice: Mapping[int, int]) -> dict[str, object]:
         values: dict[str, object] = {}

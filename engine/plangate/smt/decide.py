@@ -21,12 +21,19 @@ condition not fire, so a field selected from a run-time value may be absent unle
 condition's own logic rules that out. When no `Unknown` is reached the encoder folds the condition
 to a constant and no solver runs (nor is z3 imported: it lives in the worker process).
 
+Opaque conditions (`matches`, `== null` on an untyped value, `in` over a run-time list: see
+`encode`) are free Boolean constants: "never" and "must" stand, but a witness is given only when
+the runtime's evaluator, replaying it, confirms that it fires (candidate values pinned in a few
+extra queries of the same batch); "may" without one is "runtime". The other side of "may" is
+confirmed alike, or its reason says it is not known.
+
 `instantiate(activation, witness)` replays a witness: the activation with every `Unknown` replaced
 by the witness's values (fields the witness does not give stay absent).
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
@@ -45,8 +52,10 @@ class Verdict:
 
 
 def decide(condition: Expr, activation: Mapping[str, object], time_bound: float = 2.0,
-           assume: Sequence[Expr] = ()) -> Verdict:
-    encoder = Encoder(activation)
+           assume: Sequence[Expr] = (), original: Mapping[str, object] | None = None) -> Verdict:
+    """`original`: the activation a witness is replayed in (default `activation`; the caller's
+    when it gave the solver durations as seconds)."""
+    encoder = Encoder(activation, opaque=True)
     try:
         premise = conj(*(encoder.evaluates(expr) for expr in assume))
         fires = encoder.fires(condition)
@@ -60,6 +69,9 @@ def decide(condition: Expr, activation: Mapping[str, object], time_bound: float 
         return Verdict("runtime", reason=error.reason)
     except RecursionError:
         return Verdict("runtime", reason="the expression is nested too deeply to reason about")
+    if encoder.atoms:
+        replay = _Replay(condition, assume, activation if original is None else original)
+        return _decide_opaque(encoder, background, fires, values, time_bound, replay)
     can_fire, can_fail = solve.check([solve.Query(f"{background}\n(assert {fires})", values),
                                       solve.Query(f"{background}\n(assert (not {fires}))", values)], time_bound)
     if can_fire.status == "unsat":
@@ -72,6 +84,99 @@ def decide(condition: Expr, activation: Mapping[str, object], time_bound: float 
     if can_fail.status != "sat":
         return Verdict("may", witness, f"whether it always fires is not known: {can_fail.reason}")
     return Verdict("may", witness)
+
+
+class _Replay:
+    """The condition evaluated by the runtime's evaluator on a witness: True (it fires), False (it
+    does not), None (a run that does not count: a premise fails to evaluate)."""
+
+    def __init__(self, condition: Expr, assume: Sequence[Expr], activation: Mapping[str, object]) -> None:
+        from plangate.cel.evaluate import compile_expr
+
+        self.condition = compile_expr(condition)
+        self.premises = [compile_expr(expr) for expr in assume]
+        self.activation = activation
+
+    def __call__(self, witness: Mapping[str, object]) -> bool | None:
+        from plangate.cel.evaluate import CelError
+
+        concrete = instantiate(self.activation, witness)
+        if any(isinstance(premise(concrete), CelError) for premise in self.premises):
+            return None
+        return self.condition(concrete) is True
+
+
+MAX_CANDIDATES = 8  # combinations of candidate values tried per question
+
+
+def _decide_opaque(encoder: Encoder, background: str, fires: str, values: tuple[tuple[str, str], ...],
+                   time_bound: float, replay: _Replay) -> Verdict:
+    """The verdict when the encoding holds opaque conditions (free Boolean constants for
+    `matches`, `== null` on an untyped value, `in` over a run-time list). The solver's "never"
+    and "must" hold whatever those conditions are, so they stand. A model is only a candidate: a
+    witness is given only once the runtime's evaluator confirms it, and "may" needs one. Each
+    question is asked with each combination of the conditions' candidate values pinned
+    (`(= text "candidate")`, the constant set to what the regular expression says) and as is, all
+    in one batch."""
+    atoms = list(encoder.atoms.values())
+    combinations = list(itertools.islice(itertools.product(*(atom.candidates for atom in atoms)), MAX_CANDIDATES))
+    queries, pinned = [], []
+    for goal in (fires, f"(not {fires})"):
+        for combination in [*combinations, None]:  # the pinned first: their witnesses read best
+            pins = [] if combination is None else _pins(atoms, combination)
+            queries.append(solve.Query("\n".join([background, f"(assert {goal})", *pins]), values))
+            pinned.append(combination)
+    answers = solve.check(queries, time_bound)
+    half = len(answers) // 2
+    can_fire, can_fail = answers[half - 1], answers[-1]
+    if can_fire.status == "unsat":
+        return Verdict("never")
+    fired = _confirmed(encoder, atoms, answers[:half], pinned[:half], replay, True)
+    if can_fail.status == "unsat":
+        return Verdict("must", fired)
+    reason = "; ".join(dict.fromkeys(atom.reason for atom in atoms))
+    if fired is None:
+        why = can_fire.reason if can_fire.status != "sat" else f"no value was found that makes it fire ({reason})"
+        return Verdict("runtime", reason=why)
+    if _confirmed(encoder, atoms, answers[half:], pinned[half:], replay, False) is None:
+        return Verdict("may", fired, f"whether it always fires is not known ({reason})")
+    return Verdict("may", fired)
+
+
+def _pins(atoms: Sequence[object], combination: Sequence[tuple[object, bool]]) -> list[str]:
+    from plangate.smt.encode import string_text
+
+    pins = []
+    for atom, (value, truth) in zip(atoms, combination):
+        pins.append(f"(assert {'' if truth else '(not '}{atom.name}{'' if truth else ')'})")  # type: ignore[attr-defined]
+        if atom.text is not None and isinstance(value, str):  # type: ignore[attr-defined]
+            pins.append(f"(assert (= {atom.text} {string_text(value)}))")  # type: ignore[attr-defined]
+    return pins
+
+
+def _confirmed(encoder: Encoder, atoms: Sequence[object], answers: Sequence[solve.Answer],
+               pinned: Sequence[object], replay: _Replay, fires: bool) -> dict[str, object] | None:
+    """The first model that the runtime's evaluator confirms (it fires, or it does not, as
+    `fires` asks), as a witness; None when none does."""
+    from plangate.smt.encode import KEEP
+
+    for answer, combination in zip(answers, pinned):
+        if answer.status != "sat":
+            continue
+        witness = encoder.decode(answer.model)
+        if combination is not None:
+            for atom, (value, _truth) in zip(atoms, combination):  # type: ignore[call-overload]
+                variable = atom.variable  # type: ignore[attr-defined]
+                if variable is None or atom.text is not None:  # type: ignore[attr-defined]
+                    continue  # a string pinned in the solver: the model has it
+                if value is KEEP:
+                    if witness.get(variable.path) is None:
+                        witness[variable.path] = ""  # a value of no type the model fixed: any non-null
+                else:
+                    witness[variable.path] = value
+        if replay(witness) is fires:
+            return witness
+    return None
 
 
 def instantiate(activation: Mapping[str, object], witness: Mapping[str, object]) -> dict[str, object]:

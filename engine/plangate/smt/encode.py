@@ -30,8 +30,13 @@ Invariants:
   number as a double when it met a double, and a value compared with a `duration("…")` literal
   (seconds to the solver) as a duration. A `dyn` value
   that meets a second sort raises `Unsupported` ("used inconsistently"), as does anything outside
-  the subset (e.g. `matches`, `exists`, `null` against a `dyn` value): the caller reports
-  "decided at run time", never a silent true or false.
+  the subset (e.g. `exists`): the caller reports "decided at run time", never a silent true or false.
+- Opaque conditions (`Encoder(…, opaque=True)`): `s.matches(p)` on a run-time string, `x == null`
+  on a value of no declared type and `a in x` over a run-time list or map are each a free Boolean
+  constant (`o0`, `o1`… — one per test and value, so a negation is the same constant negated),
+  true or false where what they test evaluates. Every run is then a model, so "never" and "must"
+  stand; a model need not be a run, so its caller confirms a witness with the runtime's evaluator,
+  trying the candidate values each `Opaque` lists. Without `opaque` they raise `Unsupported`.
 - Values of two declared types behave as the runtime's CEL (`plangate.cel.evaluate`): an int and
   a double compare by value, other types are never equal (and not ordered: an error), arithmetic
   never mixes types (an error).
@@ -136,6 +141,21 @@ class Variable:
     sort: SortClass
     parent: "Variable | None"
     used: bool = False  # the value's constant appears in some formula
+    opaque: bool = False  # an opaque condition tests it (a witness gives its value only if it is used)
+
+
+KEEP = object()  # a candidate that keeps the model's value (any value but the one excluded)
+
+
+@dataclass(eq=False)
+class Opaque:
+    """A condition outside the subset, encoded as a free Boolean constant `name` (see `Encoder`)."""
+
+    name: str
+    reason: str  # what is outside the subset
+    variable: Variable | None  # the run-time value it tests, when it is one
+    text: str | None  # the SMT string term it tests (`matches`), pinned by a candidate
+    candidates: tuple[tuple[object, bool], ...]  # values of what it tests, and its truth for each
 
 
 @dataclass(frozen=True)
@@ -269,10 +289,13 @@ class Encoder:
 
     _fixed = FIXED
 
-    def __init__(self, activation: Mapping[str, object]) -> None:
+    def __init__(self, activation: Mapping[str, object], opaque: bool = False) -> None:
         self.activation = activation
         self.variables: dict[str, Variable] = {}
         self.touched: set[str] = set()
+        self.opaque = opaque
+        self.atoms: dict[tuple, Opaque] = {}  # key → the opaque condition (with `opaque`)
+        self.atoms_touched: set[str] = set()  # names of the opaque conditions reached (resettable)
 
     # -- the public surface -----------------------------------------------------------------
 
@@ -313,6 +336,7 @@ class Encoder:
                 elif sort == "Real" and variable.sort.find().integral:
                     facts.append(f"(assert (and (is_int {variable.name}) (<= {real_text(Fraction(INT_MIN))} {variable.name}) "
                                  f"(<= {variable.name} {real_text(Fraction(INT_MAX))})))")
+        lines.extend(f"(declare-const {atom.name} Bool)" for atom in self.atoms.values())
         return lines + facts
 
     def sort_of(self, variable: Variable) -> str:
@@ -339,6 +363,8 @@ class Encoder:
             if not self.present(variable, model) or (variable.parent is None and not variable.used):
                 continue
             if not variable.used:
+                if variable.opaque and variable.sort.find().sort != "Map":
+                    continue  # only an opaque condition reads it: the model says nothing of its value
                 witness[variable.path] = {} if variable.sort.find().sort == "Map" else None
                 continue
             value = model.get(variable.name)
@@ -641,11 +667,29 @@ class Encoder:
         return Cond(conj(defined, relation), conj(defined, neg(relation)))
 
     def equal_null(self, value: object) -> object:
-        """`value == null`: false for a value of a declared type; unknown ground otherwise."""
+        """`value == null`: false for a value of a declared type; for a run-time value of no
+        declared type, an opaque condition (null, or any other value)."""
+        if isinstance(value, Variable) and not value.sort.find().declared:
+            value.opaque = True
+            return self.atom(("null", value.path), "`null` met with a value known only at run time",
+                             value.presence, value, None, ((None, True), (KEEP, False)))
         term = self.term(value)
         if not term.sort.find().declared:
             raise Unsupported("`null` met with a value known only at run time")
         return Cond("false", term.defined)
+
+    def atom(self, key: tuple, reason: str, defined: str, variable: Variable | None, text: str | None,
+             candidates: tuple[tuple[object, bool], ...]) -> Cond:
+        """An opaque condition: true or false (when `defined`) as a free Boolean constant, one per
+        `key` — the same test of the same value is one constant, its negation the constant's."""
+        if not self.opaque:
+            raise Unsupported(reason)
+        found = self.atoms.get(key)
+        if found is None:
+            found = Opaque(f"o{len(self.atoms)}", reason, variable, text, candidates)
+            self.atoms[key] = found
+        self.atoms_touched.add(found.name)
+        return Cond(conj(defined, found.name), conj(defined, neg(found.name)))
 
     def meet(self, a: Term, b: Term, culprit: object, ordering: bool) -> str:
         """The sort in which two terms are compared: their shared sort, "Mixed" (numbers of two
@@ -719,7 +763,20 @@ class Encoder:
         if isinstance(item, Error) or isinstance(container, Error):
             return item if isinstance(item, Error) else container
         if isinstance(container, SYMBOLIC):
-            raise Unsupported("`in` over a list or map known only at run time")
+            reason = "`in` over a list or map known only at run time"
+            if not isinstance(container, Variable) or isinstance(item, (Term, Cond)) or _holds_symbolic(
+                    item if not isinstance(item, Variable) else None):
+                raise Unsupported(reason)
+            container.opaque = True
+            if isinstance(item, Variable):
+                item.opaque = True
+                key: object = item.path
+                candidates: tuple[tuple[object, bool], ...] = (([], False),)
+            else:
+                key = (kind_of(item), repr(item))
+                candidates = (([], False), ([item], True))
+            defined = conj(container.presence, item.presence if isinstance(item, Variable) else "true")
+            return self.atom(("in", key, container.path), reason, defined, container, None, candidates)
         if isinstance(container, Mapping):
             if not isinstance(item, SYMBOLIC) and not is_map_key(item) and kind_of(item) != "double":
                 return Error(f"a map key cannot be a {kind_of(item)}")
@@ -791,7 +848,42 @@ class Encoder:
             return self.to_string(self.evaluate(expr.args[0]))
         if name in ("startsWith", "endsWith", "contains") and expr.target is not None and len(expr.args) == 1:
             return self.string_test(name, self.evaluate(expr.target), self.evaluate(expr.args[0]))
+        if name == "matches" and len(expr.args) + (expr.target is not None) == 2:
+            target, pattern = (expr.target, expr.args[0]) if expr.target is not None else expr.args
+            return self.matches(self.evaluate(target), self.evaluate(pattern))
         raise Unsupported(f"`{name}` is outside the subset the checker reasons about")
+
+    def matches(self, target: object, pattern: object) -> object:
+        """`target.matches(pattern)` with a known pattern: folded on a known string; on a run-time
+        one an opaque condition, with the empty string and a string the pattern matches as
+        candidates."""
+        from plangate.cel.evaluate import regex_example, regex_search
+
+        if isinstance(target, Error) or isinstance(pattern, Error):
+            return target if isinstance(target, Error) else pattern
+        reason = "`matches` is outside the subset the checker reasons about"
+        if isinstance(pattern, SYMBOLIC):
+            raise Unsupported(reason)
+        if not isinstance(pattern, str):
+            return Error(f"no `matches` with a {kind_of(pattern)} pattern")
+        if not isinstance(target, SYMBOLIC):
+            found = regex_search(pattern, target) if isinstance(target, str) else None
+            return Error("`matches` fails") if found is None else found
+        if regex_search(pattern, "") is None:
+            return Error("an invalid regular expression")
+        term = self.term(target)
+        root = term.sort.find()
+        if root.declared and root.sort != "String":
+            return Error(f"no `matches` for {SORT_NAMES.get(str(root.sort), 'a value')}")
+        self.unify(term.sort, self._fixed["String"], target)
+        candidates: list[tuple[object, bool]] = []
+        for text in dict.fromkeys(["", regex_example(pattern)]):
+            if text is not None and all(ord(char) <= MAX_SMT_CHAR for char in text):
+                truth = regex_search(pattern, text)
+                if truth is not None:
+                    candidates.append((text, truth))
+        return self.atom(("matches", term.text, pattern), reason, term.defined,
+                         target if isinstance(target, Variable) else None, term.text, tuple(candidates))
 
     def has(self, expr: Select) -> object:
         target = self.evaluate(expr.operand)
