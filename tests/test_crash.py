@@ -640,3 +640,18 @@ def test_a_crash_while_an_unknown_outcome_is_settled_loses_neither_the_settlemen
         assert report.state == "succeeded", report.message
         assert runtime.view(RUN).results["w"] == {"id": "seen"}
     assert [e["tool"] for e in all_effects(tmp_path)] == ["t.write", "t.read"]
+
+
+def test_an_open_rollback_in_a_journal_without_the_aborting_record_never_resumes_the_steps(tmp_path):
+    """A journal written before the abort was recorded first: its open rollback still means an abort."""
+    registry = undo_registry(tmp_path, "finds")
+    with runtime_at(tmp_path / "journal.db", registry) as runtime:
+        runtime.start(UNDO_PLAN, "undo.plan", [("undo.policy", UNDO_POLICY)], RUN)
+        runtime.advance(RUN)
+        runtime.approve(RUN, "e", "alice", "operator")
+        runtime.journal.append(RUN, "intent", {"tool": "t.undo", "args": {"id": "w-a"}, "attempt": 2, "rollback": True,
+                                               "idempotency_key": f"{RUN}:w:rollback"}, step="w")
+        report = runtime.advance(RUN)
+        assert report.state == "aborted" and report.steps["e"]["state"] == "cancelled"
+        assert report.steps["w"]["state"] == "succeeded" and report.steps["w"]["attempts"] == 1
+    assert [e["tool"] for e in all_effects(tmp_path)] == ["t.read", "t.write", "t.read"]

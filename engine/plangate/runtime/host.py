@@ -1048,6 +1048,8 @@ def _fold(view: RunView, record: Record) -> None:
                 view.reasons[step] = "its call happened; the step is no longer in the plan"
         else:
             view.states[step] = "verifying"
+    elif kind == "attempt_failed" and step not in view.open_intents and step in view.rollback_intents:
+        _fold_rollback(view, step, kind, body)  # a journal written before rollback failures were marked
     elif kind == "attempt_failed":
         view.open_intents.pop(step, None)
     elif kind == "outcome_unknown":
@@ -1071,6 +1073,8 @@ def _fold_rollback(view: RunView, step: str, kind: str, body: dict[str, Any]) ->
     happened, makes the step `compensated`; a failure or a refusal leaves it `succeeded`; a
     reconciliation saying it did not happen leaves the rollback to be made again."""
     if kind == "intent":
+        if view.run_state not in ("aborting", "aborted"):  # only an abort rolls back (an older journal
+            view.run_state = "aborting"                    # may lack the `aborting` record)
         view.rollback_intents[step] = body
         view.rollback_calls[step] = body
         view.rollback_unknown.pop(step, None)
