@@ -53,6 +53,11 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
 
 def constant_errors(expr: cel.Expr) -> Iterator[Diagnostic]:
     """A `cel-type-error` for each maximal constant part of `expr` that fails on every run."""
+    root = expr
+    while isinstance(root, cel.Select):
+        root = root.operand
+    if isinstance(root, (cel.Literal, cel.Ident)) and (root is expr or isinstance(root, cel.Ident)):
+        return  # a literal, a name or a field path from a name: no constant part that can fail
     for part in _constant_parts(expr):
         if isinstance(compile_expr(part)({}), CelError):
             culprit = _innermost_failure(part)
