@@ -94,7 +94,7 @@ def test_arguments_are_checked_against_the_catalogue(gate):
     assert not decision.allowed
     assert "`pay.refund` has no argument `amout`" in decision.reasons
     assert "`pay.refund` needs argument `amount` (`double`)" in decision.reasons
-    assert any(reason.startswith("argument `currency` must be `string`") for reason in decision.reasons)
+    assert any(reason.startswith("argument `currency` of `pay.refund` must be `string`") for reason in decision.reasons)
 
 
 def test_rules_warnings_and_merged_approvals(gate):

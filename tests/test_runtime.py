@@ -914,3 +914,33 @@ def test_a_time_budget_message_never_reads_as_equal_to_the_budget(tmp_path, monk
         runtime.approve(run, "b", "alice", "operator")
         report = runtime.advance(run)
     assert report.steps["b"]["reason"] == "the run has taken 5.1s, over the plan's budget of 5s"
+
+
+def test_a_call_whose_arguments_do_not_fit_the_catalogue_is_blocked_before_the_rules(box):
+    """A deny rule over a `double` must not be dodged by a string: the schema is checked first."""
+    toolbox, runtime = box
+    policy = """
+policy schema {
+  tool t.read  { risk read_only }
+  tool t.write { risk reversible_write args { name: string, value: double? } }
+  deny "cap" when call.tool == "t.write" && has(args.value) && args.value > 500.0
+}
+"""
+    toolbox.values["amount"] = "900"
+    run = runtime.start(plan_text('  step r { call t.read(key: "amount") }\n'
+                                  '  step w { call t.write(name: "n", value: r.result.value) idempotency "k" }'),
+                        "t.plan", [("schema.policy", policy)])
+    report = runtime.advance(run)
+    assert report.steps["w"]["state"] == "blocked"
+    assert "does not fit its tool's `args`" in report.steps["w"]["reason"] and "must be `double`" in report.steps["w"]["reason"]
+    assert [call[0] for call in toolbox.calls] == ["t.read"]
+
+
+def test_an_argument_with_no_json_form_fails_the_step_instead_of_the_run(box):
+    toolbox, runtime = box
+    toolbox.values["zero"] = 0.0
+    run = start_plan(runtime, '  step r { call t.read(key: "zero") }\n'
+                              '  step w { call t.write(name: "n", value: r.result.value / 0.0) idempotency "k" }')
+    report = runtime.advance(run)
+    assert report.steps["w"]["state"] == "failed" and "cannot be passed to a tool" in report.steps["w"]["reason"]
+    assert runtime.advance(run).steps["w"]["state"] == "failed"  # and the run can still be read and resumed

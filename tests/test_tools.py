@@ -395,3 +395,18 @@ def test_a_file_or_module_given_twice_is_loaded_once(tmp_path, monkeypatch):
     assert registry.load("plangate_twice_tools") == []
     assert registry.names() == ["deploy.preview", "http.get"]
     sys.modules.pop("plangate_twice_tools", None)
+
+
+def test_an_exception_whose_text_fails_still_fails_the_attempt_with_its_type():
+    from plangate.runtime.tools import invoke, tool
+
+    class Opaque(Exception):
+        def __str__(self) -> str:
+            raise ValueError("str fails")
+
+    @tool("t.opaque")
+    def opaque() -> dict:
+        raise Opaque()
+
+    outcome = invoke(opaque, {})
+    assert not outcome.ok and outcome.error is not None and "Opaque" in outcome.error

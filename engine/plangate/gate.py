@@ -120,7 +120,7 @@ class Gate:
                step: str = "call", kind: str = "step", retry: int = 0, plan: str = "gate",
                plan_version: int | None = None) -> GateDecision:
         """The policy's decision on calling `tool` with `args` (see the module's docstring)."""
-        from plangate.checks.catalogue import type_problem
+        from plangate.checks.catalogue import argument_problems
         from plangate.policy.decide import evaluator_for
         from plangate.policy.facts import StepFacts, effective_risk, rule_activation
 
@@ -138,19 +138,7 @@ class Gate:
                 decision.warnings.append(f"`{tool}` is not in the policy's catalogue")
             else:
                 decision.reasons.append(f"`{tool}` is not in the policy's catalogue")
-        elif entry.args is not None:
-            schema = {spec.name: spec for spec in entry.args}
-            for name, value in arguments.items():
-                spec = schema.get(name)
-                if spec is None:
-                    decision.reasons.append(f"`{tool}` has no argument `{name}`")
-                    continue
-                problem = type_problem(spec.type, value, None)
-                if problem is not None:
-                    decision.reasons.append(f"argument `{name}` must be `{spec.type}`, but {problem[0]}")
-            for name, spec in schema.items():
-                if name not in arguments and not spec.optional:
-                    decision.reasons.append(f"`{tool}` needs argument `{name}` (`{spec.type}`)")
+        decision.reasons.extend(argument_problems(tool, entry, arguments))
         facts = StepFacts(step=facts_step, entry=entry, declared_risk=declared, effective_risk=level, args=arguments)
         outcome = evaluator_for(self.policy).decide_call(
             rule_activation(facts, Plan.model_construct(id=plan, version=plan_version)))

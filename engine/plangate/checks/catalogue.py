@@ -94,6 +94,32 @@ _PYTHON_TYPES = {"string": (str,), "int": (int,), "double": (float, int), "bool"
                  "bytes": (bytes,), "list": (list, tuple), "map": (dict,), "null": (type(None),)}
 
 
+def argument_problems(tool: str, entry: CatalogueEntry | None, args: dict[str, Any]) -> list[str]:
+    """Why concrete arguments do not fit the entry's `args` schema (empty when they do, or when the
+    entry declares none): an unknown argument, a missing required one, a value of another type. A
+    `duration` or `timestamp` may be its text (`"30m"`), which is how a tool receives one."""
+    from plangate.cel.evaluate import CelError, parse_duration, parse_timestamp
+
+    if entry is None or entry.args is None:
+        return []
+    schema = {spec.name: spec for spec in entry.args}
+    problems = []
+    for name, value in args.items():
+        spec = schema.get(name)
+        if spec is None:
+            problems.append(f"`{tool}` has no argument `{name}`")
+            continue
+        parse = {"duration": parse_duration, "timestamp": parse_timestamp}.get(spec.type)
+        if parse is not None and isinstance(value, str) and not isinstance(parse(value), CelError):
+            continue
+        problem = type_problem(spec.type, value, None)
+        if problem is not None:
+            problems.append(f"argument `{name}` of `{tool}` must be `{spec.type}`, but {problem[0]}")
+    problems.extend(f"`{tool}` needs argument `{name}` (`{spec.type}`)"
+                    for name, spec in schema.items() if name not in args and not spec.optional)
+    return problems
+
+
 def type_problem(declared: str, value: Any, expr: Any) -> tuple[str, str | None] | None:
     """Why `value` (the argument's value before the run, an `Unknown` or a `CelError`) does not fit
     the declared type, and how to write it; None when it fits or is known only at run time."""

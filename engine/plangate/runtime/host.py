@@ -87,6 +87,7 @@ from plangate.driver import check_sources  # before plangate.policy.facts: it lo
 from plangate.ir.nodes import Plan, Risk, Step
 from plangate.policy.compiled import CompiledPolicy
 from plangate.policy.decide import evaluator_for
+from plangate.checks.catalogue import argument_problems
 from plangate.policy.facts import StepFacts, effective_risk, rule_activation
 from plangate.runtime.canonical import canonical_json, content_hash
 from plangate.runtime.canonical_plan import canonical, plan_hash
@@ -485,7 +486,7 @@ class Runtime:
                 return "changed"
         args: dict[str, Any] = {}
         for argument in step.call.args:
-            value = compile_expr(argument.value)(scope)
+            value = _call_value(compile_expr(argument.value)(scope))
             if isinstance(value, CelError):
                 self._set(view, step_id, "failed", f"argument `{argument.name}`: {value.message}")
                 return "changed"
@@ -518,6 +519,9 @@ class Runtime:
         entry = view.policy.match(step.call.tool)
         if entry is None and view.policy.unknown_tools == "deny":
             return f"`{step.call.tool}` is not in the policy's catalogue", []
+        misfits = argument_problems(step.call.tool, entry, args)
+        if misfits:  # the rules were written for arguments of the declared types
+            return "the call does not fit its tool's `args`: " + "; ".join(misfits), []
         facts = StepFacts(step=step, entry=entry, declared_risk=step.risk.level if step.risk else None,
                           effective_risk=effective_risk(step, entry), args=args)
         decision = evaluator_for(view.policy).decide_call(rule_activation(facts, view.plan))
@@ -727,7 +731,7 @@ class Runtime:
         scope = {name: {"result": view.results.get(name)} for name in predecessors}
         args = {}
         for argument in step.call.args:
-            value = compile_expr(argument.value)(scope)
+            value = _call_value(compile_expr(argument.value)(scope))
             if isinstance(value, CelError):
                 raise RunError(f"argument `{argument.name}` of step `{step.id}`: {value.message}")
             args[argument.name] = _plain(value)
@@ -867,7 +871,7 @@ class Runtime:
         scope["result"] = view.results.get(step.id)
         args = {}
         for argument in step.rollback.args:
-            value = compile_expr(argument.value)(scope)
+            value = _call_value(compile_expr(argument.value)(scope))
             if isinstance(value, CelError):
                 self._set(view, step.id, "succeeded", f"its rollback by `{tool_name}` was not made: argument "
                                                       f"`{argument.name}`: {value.message}; the effect stands",
@@ -1270,6 +1274,19 @@ def _external_ref(result: Any) -> Any:
 def _evidence_value(value: Any) -> Any:
     text = canonical_json(value) if value is not None else "null"
     return value if len(text) <= 4096 else text[:4096] + "…"
+
+
+def _call_value(value: Any) -> Any:
+    """An argument's value as its tool receives it, or a `CelError` when it has no JSON form (a NaN
+    or an infinity: the call could not be journaled, so it is not made)."""
+    if isinstance(value, CelError):
+        return value
+    plain = _plain(value)
+    try:
+        canonical_json(plain)
+    except (TypeError, ValueError) as error:
+        return CelError(f"the value cannot be passed to a tool: {error}")
+    return plain
 
 
 def _plain(value: Any) -> Any:

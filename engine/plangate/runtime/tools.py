@@ -416,5 +416,8 @@ def _loading_problem(what: str, error: BaseException, file: Path | None) -> str:
 
 
 def _exception_text(error: BaseException) -> str:
-    message = str(error)
+    try:
+        message = str(error)
+    except Exception:  # an exception whose own text fails: its type still says what happened
+        message = "(its message could not be read)"
     return f"{type(error).__name__}: {message}" if message else type(error).__name__
