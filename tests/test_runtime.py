@@ -944,3 +944,11 @@ def test_an_argument_with_no_json_form_fails_the_step_instead_of_the_run(box):
     report = runtime.advance(run)
     assert report.steps["w"]["state"] == "failed" and "cannot be passed to a tool" in report.steps["w"]["reason"]
     assert runtime.advance(run).steps["w"]["state"] == "failed"  # and the run can still be read and resumed
+
+
+def test_an_idempotency_key_that_reads_the_steps_own_result_falls_back_to_the_derived_key(box):
+    """The key is needed before the call; `result` is known only after it."""
+    toolbox, runtime = box
+    run = start_plan(runtime, '  step w { call t.write(name: "n") idempotency "k-" + result.name }')
+    assert runtime.advance(run).state == "succeeded"
+    assert toolbox.calls[0][2].startswith(f"{run}:w:")

@@ -538,10 +538,11 @@ class Runtime:
 
     def _idempotency_key(self, view: RunView, step: Step, scope: dict[str, Any],
                          args: dict[str, Any]) -> str | CelError:
-        """The plan's `idempotency` expression as a string; without one, `RUN:STEP:` and 24 hex
+        """The plan's `idempotency` expression as a string (one that reads the step's own `result`
+        cannot be known before the call, so such a step is keyed as one without); without one, `RUN:STEP:` and 24 hex
         digits of SHA-256 over the run, the step and the canonical concrete call (tool and
         arguments): the same for every attempt of one call, another for a call that changed."""
-        if step.idempotency is not None:
+        if step.idempotency is not None and cel.uses_bare_result(step.idempotency) is None:
             value = compile_expr(step.idempotency)(scope)
             return value if isinstance(value, CelError) else str(_plain(value))
         call = canonical_json({"tool": step.call.tool, "args": args})  # type: ignore[union-attr]
