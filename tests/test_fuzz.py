@@ -338,6 +338,8 @@ _CHILD = textwrap.dedent('''
         os._exit(0)
     signal.signal(signal.SIGALRM, out_of_time)
     MB = 1024 * 1024
+    import resource
+    resource.setrlimit(resource.RLIMIT_AS, (2048 * MB, 2048 * MB))  # memory is bounded too
     text = eval(sys.argv[1])
     signal.setitimer(signal.ITIMER_REAL, float(sys.argv[2]))
     start = time.perf_counter()
@@ -371,6 +373,9 @@ LARGE = {
     "and-chain-2mb": '"plan p { step a { call t.x() expect " + "a&&" * (2 * MB // 3) + "a } }"',
     "select-chain-2mb": '"plan p { step a { call t.x() expect " + "a." * MB + "b } }"',
     "not-chain-2mb": '"plan p { step a { call t.x() expect " + "!" * (2 * MB) + "a } }"',
+    "string-8mb": '"plan p { step a { call t.x(v: \\"" + "a" * (8 * 1000 * 1000) + "\\") } }"',
+    "escapes-4mb": '"plan p { step a { call t.x(v: \\"" + "\\\\n" * (2 * 1000 * 1000) + "\\") } }"',
+    "comment-8mb": '"plan p { step a { call t.x() } } # " + "c" * (8 * 1000 * 1000)',
     "after-100k-known": ('"plan p {\\n" + ' + STEPS_1000 + ' + "step big after " + '
                          '", ".join(f"s{i % 1000}" for i in range(100_000)) + " { call t.y() } }"'),
     "after-100k-unknown": ('"plan p {\\n" + ' + STEPS_1000 + ' + "step big after " + '
