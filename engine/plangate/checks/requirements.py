@@ -23,6 +23,7 @@ from plangate.ir.nodes import ApprovalSpec, Step
 from plangate.policy.compiled import CompiledRequirement, describe_approval, format_seconds
 from plangate.policy.decide import evaluator_for
 from plangate.checks.rules import decide_for_step
+from plangate.checks.unreachable import constant_false
 from plangate.policy.facts import plan_facts, rule_activation
 
 
@@ -63,7 +64,7 @@ def applicable(ctx: PlanContext) -> dict[str, list[tuple[CompiledRequirement, st
 def check(ctx: PlanContext) -> Iterator[Diagnostic]:
     checked_by: dict[str, list[str]] = {}
     for step in ctx.graph.steps.values():
-        if step.kind == "check":
+        if step.kind == "check" and (step.when is None or not constant_false(step.when)):  # one that never runs verifies nothing
             for source in ctx.graph.predecessors(step.id):
                 checked_by.setdefault(source, []).append(step.id)
     cap = ctx.policy.limit("approval_within") if ctx.policy is not None else None

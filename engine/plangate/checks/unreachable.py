@@ -22,7 +22,7 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
     never: dict[str, str] = {}  # step → the step whose `when` rules it out
     for step_id in ctx.graph.topological_order():
         step = ctx.graph.steps[step_id]
-        if step.when is not None and _constant_false(step.when):
+        if step.when is not None and constant_false(step.when):
             never[step_id] = step_id
             yield diagnostic("unreachable-step", step.when.span, f"step `{step_id}` can never run: its `when` is always false",
                              help="remove the step or give it a real condition")
@@ -36,7 +36,7 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
                              help="remove the dependency or the step")
 
 
-def _constant_false(condition: Expr) -> bool:
+def constant_false(condition: Expr) -> bool:
     if any(isinstance(node, Ident) for node in walk(condition)):
         return False
     return compile_expr(condition)({}) is False
