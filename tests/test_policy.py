@@ -513,3 +513,16 @@ def test_policy_test_exit_codes_with_strict(tmp_path, capsys):
     assert (result.exit_code(), result.exit_code(strict=True)) == (0, 1)
     path = write(tmp_path, "clean.policy", 'policy c { tool a.b { risk read_only } test "t" { call a.b() expect allow } }')
     assert run(capsys, "test", path, "--strict")[0] == 0
+
+
+def test_unknown_tools_combine_as_any_deny_wins():
+    from plangate.driver import check_sources
+    from plangate.source import SourceFile
+
+    quiet = SourceFile("quiet.policy", "policy quiet { tool a.b { risk read_only } }")  # the default: deny
+    lax = SourceFile("lax.policy", "policy lax { tool a.b { risk read_only } unknown_tools warn }")
+    plan = SourceFile("p.plan", "plan p { step s { call x.y() risk read_only } }")
+    assert check_sources([plan], [quiet, lax]).policy.unknown_tools == "deny"
+    assert check_sources([plan], [lax, lax]).policy.unknown_tools == "warn"
+    assert [(item.name, item.severity.value) for item in check_sources([plan], [lax, quiet]).diagnostics] == [
+        ("unknown-tool", "error")]

@@ -4,7 +4,8 @@ Combination (the contract, §4): the union of requirements, the tightest limit, 
 tool named by several policies gets the highest risk (a disagreement on the risk class is a
 `policy-conflict` warning: one of them misjudges the tool) and the tightest caps (an overlay that
 lowers a cap is the usual case, so that is silent); `unknown_tools` is
-`warn` only when every policy that sets it says `warn` (and at least one does), else `deny`. Patterns: an exact dotted name, a prefix `a.b.*`
+`warn` only when every policy says `warn` (a policy that does not set it denies: that is the
+default, and any deny wins), else `deny`. Patterns: an exact dotted name, a prefix `a.b.*`
 (matching `a.b.c` and deeper, not `a.b` itself) or `*`; the most specific match wins — exact, then
 the longest prefix, then `*`. Two policies giving one pattern different `args` schemas make the
 tool ambiguous (`ambiguous-tool`); the first schema is kept.
@@ -188,8 +189,7 @@ def compile_policies(policies: Iterable[Policy]) -> tuple[CompiledPolicy, list[D
     diagnostics: list[Diagnostic] = []
     catalogue: dict[str, CatalogueEntry] = {}
     unknown_tools = "deny"
-    said_unknown = [p.unknown_tools for p in policies if p.unknown_tools is not None]
-    if said_unknown and all(mode == "warn" for mode in said_unknown):
+    if policies and all(p.unknown_tools == "warn" for p in policies):  # any deny wins; unset is deny
         unknown_tools = "warn"
     requirements: list[CompiledRequirement] = []
     rules: list[CompiledRule] = []
