@@ -2,8 +2,8 @@
 
 Each policy's tests run against that policy compiled on its own. A test's call is decided exactly
 as the runtime decides a call: the step's risk is the higher of the test's `risk` (if any) and the
-catalogue's; the arguments must be constants and fit the tool's `args` (else `arg-type`, as in a
-plan). An unmatched tool is denied when the policy says
+catalogue's; the arguments must be constants. A call whose arguments do not fit its tool's `args`
+is denied before any rule, as the runtime denies it. An unmatched tool is denied when the policy says
 `unknown_tools deny` (the default). Expectations: `allow` (no deny fires), `deny` (some deny
 fires), `deny "r"` (deny rule `r` fires), `warn "r"`, `require K` (a requirement of kind K
 applies); every expectation of a test must hold. A failed test is a `policy-test-failed`
@@ -83,7 +83,7 @@ def run_policy_tests(paths: Sequence[str]) -> PolicyTestResult:
 
 def run_test(policy: CompiledPolicy, policy_id: str, test: PolicyTest) -> tuple[TestOutcome, list[Diagnostic]]:
     from plangate.cel.evaluate import CelError, compile_expr
-    from plangate.checks.catalogue import call_diagnostics
+    from plangate.checks.catalogue import argument_problems
     from plangate.policy.decide import evaluator_for
     from plangate.policy.facts import StepFacts, effective_risk, rule_activation
     from plangate.ir.nodes import Step
@@ -100,25 +100,25 @@ def run_test(policy: CompiledPolicy, policy_id: str, test: PolicyTest) -> tuple[
         args[argument.name] = value
     entry = policy.match(test.call.tool)
     step = Step(id="test", call=test.call, risk=test.risk)
-    if entry is not None:  # the call must fit the tool's `args`, as a plan's call must
-        problems.extend(call_diagnostics(policy, step, test.call, entry, args, "call"))
+    misfits = argument_problems(test.call.tool, entry, args)  # refused before any rule, as at run time
     facts = StepFacts(step=step, entry=entry, declared_risk=test.risk.level if test.risk is not None else None,
                       effective_risk=effective_risk(step, entry), args=args)
     activation = rule_activation(facts, Plan(id=policy_id))
     decision = evaluator_for(policy).decide_call(activation)
     unknown_denied = entry is None and policy.unknown_tools == "deny"
+    refused = unknown_denied or bool(misfits)
     denies = [rule.name for rule in decision.denied_by]
     warns = [rule.name for rule in decision.warned_by]
     kinds = sorted({requirement.kind for requirement in decision.requirements})
-    decided = _describe(denies, warns, kinds, unknown_denied)
+    decided = _describe(denies, warns, kinds, unknown_denied, misfits)
     rule_names = [rule.name for rule in policy.rules]
     passed = True
     for expect in test.expects:
         if expect.effect == "allow":
-            ok = not denies and not unknown_denied
+            ok = not denies and not refused
             wanted = "allow"
         elif expect.effect == "deny":
-            ok = (expect.rule in denies) if expect.rule else bool(denies or unknown_denied)
+            ok = (expect.rule in denies) if expect.rule else bool(denies or refused)
             wanted = f'deny "{expect.rule}"' if expect.rule else "deny"
         elif expect.effect == "warn":
             ok = (expect.rule in warns) if expect.rule else bool(warns)
@@ -141,10 +141,13 @@ def run_test(policy: CompiledPolicy, policy_id: str, test: PolicyTest) -> tuple[
     return TestOutcome(policy_id, test.name, passed, decided), problems
 
 
-def _describe(denies: list[str], warns: list[str], kinds: list[str], unknown_denied: bool) -> str:
+def _describe(denies: list[str], warns: list[str], kinds: list[str], unknown_denied: bool,
+              misfits: list[str]) -> str:
     parts = []
     if unknown_denied:
         parts.append("deny (the tool is not in the catalogue)")
+    if misfits:
+        parts.append("deny (the call does not fit its tool's `args`: " + "; ".join(misfits) + ")")
     if denies:
         parts.append("deny by " + ", ".join(f"`{name}`" for name in denies))
     if not parts:
