@@ -343,3 +343,8 @@ def test_a_policy_that_cannot_be_read_is_named_in_the_no_policy_note(files: Path
     assert code == 2
     assert "no-policy: the policy `missing.policy` could not be read" in out
     assert "no policy was given" not in out
+
+
+def test_the_summary_counts_every_plan_given_even_one_that_cannot_be_read(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "check", "missing.plan", "clean.plan", "--policy", "tools.policy", "--format", "json")
+    assert code == 2 and json.loads(out)["summary"]["files"] == 2

@@ -116,6 +116,7 @@ def check(plan_paths: Sequence[str | os.PathLike[str]], policy_paths: Sequence[s
             result.sources.add(SourceFile(item.file, Path(item.file).read_bytes().decode("utf-8", "replace")))
     result.diagnostics = sorted(diagnostics + result.diagnostics, key=Diagnostic.sort_key)
     result.files = [str(p) for p in plan_paths] + [str(p) for p in policy_paths]
+    result.plan_files = [str(p) for p in plan_paths]  # those given, read or not
     result.timings["read"] = result.timings.get("read", 0.0)
     result.timings["total"] = time.perf_counter() - started
     return result
