@@ -259,3 +259,15 @@ def test_approve_refuses_an_ended_run(runtime, demo):
     runtime.abort(run, rollback=False)
     with pytest.raises(RunError, match=f"run `{run}` has ended \\(aborted\\)"):
         runtime.approve(run, "route", "alice", "operator")
+
+
+def test_a_blank_approver_or_role_is_refused(tmp_path, demo):
+    from plangate.runtime.host import RunError
+    from runtime_support import baseline, example, runtime_at
+
+    with runtime_at(tmp_path / "journal.db") as runtime:
+        run = runtime.start(*example("deploy"), baseline())
+        runtime.advance(run)
+        for approver, role in (("", "operator"), ("   ", "operator"), ("alice", " ")):
+            with pytest.raises(RunError, match="not blanks"):
+                runtime.approve(run, "route", approver, role)

@@ -152,3 +152,9 @@ JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_
 def test_the_gate_never_raises(gate, tool, args):
     decision = gate.decide(tool, args)
     assert decision.allowed == (not decision.reasons)
+
+
+def test_a_gate_needs_a_policy_and_check_takes_one_path_alone():
+    with pytest.raises(ValueError, match="at least one policy"):
+        Gate.from_files([])
+    assert check(str(ROOT / "examples" / "deploy.plan"), str(BASELINE)).exit_code() == 0

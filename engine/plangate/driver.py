@@ -104,7 +104,12 @@ def decode_source(name: str, data: bytes) -> SourceFile | Diagnostic:
 
 def check(plan_paths: Sequence[str | os.PathLike[str]], policy_paths: Sequence[str | os.PathLike[str]] = (),
           options: dict | None = None) -> CheckResult:
-    """Check plan files against policy files (the `plangate check` command)."""
+    """Check plan files against policy files (the `plangate check` command); one path alone may be
+    given as itself."""
+    if isinstance(plan_paths, (str, os.PathLike)):
+        plan_paths = [plan_paths]
+    if isinstance(policy_paths, (str, os.PathLike)):
+        policy_paths = [policy_paths]
     started = time.perf_counter()
     diagnostics: list[Diagnostic] = []
     plan_sources = _read_all(plan_paths, diagnostics)

@@ -106,6 +106,8 @@ class Gate:
     def from_sources(cls, sources: Sequence[tuple[str, str]]) -> "Gate":
         """Policies given as (name, text) pairs; `GateError` when any has an error."""
         files = [SourceFile(name, text) for name, text in sources]
+        if not files:
+            raise ValueError("a gate needs at least one policy")
         result = check_sources([], files)
         errors = [item for item in result.diagnostics if item.severity is Severity.ERROR]
         if errors or result.policy is None:

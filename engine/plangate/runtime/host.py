@@ -701,6 +701,8 @@ class Runtime:
         `approval_call` returned when the call was displayed) it binds to that call and is refused
         if the step's call is no longer that one. The check and the record are one atomic step: the
         record is appended only if no other record of the run came in between (else both again)."""
+        if not approver.strip() or not role.strip():
+            raise RunError("an approval needs an approver's name and a role (`--as NAME --role ROLE`), not blanks")
         for _ in range(50):
             call = self.approval_call(run, step_id, role)
             head = self._folded[run][1]
