@@ -526,3 +526,15 @@ def test_unknown_tools_combine_as_any_deny_wins():
     assert check_sources([plan], [lax, lax]).policy.unknown_tools == "warn"
     assert [(item.name, item.severity.value) for item in check_sources([plan], [lax, quiet]).diagnostics] == [
         ("unknown-tool", "error")]
+
+
+def test_a_combined_entry_points_at_the_policy_whose_risk_it_keeps():
+    from plangate.driver import check_sources
+    from plangate.source import SourceFile
+
+    low = SourceFile("low.policy", "policy low { tool t.write { risk reversible_write } }")
+    high = SourceFile("high.policy", "policy high { tool t.write { risk external_write } }")
+    plan = SourceFile("p.plan", 'plan p { step w { call t.write() risk reversible_write idempotency "k" } }')
+    for policies in ([low, high], [high, low]):
+        found = [item for item in check_sources([plan], policies).diagnostics if item.name == "risk-underdeclared"]
+        assert len(found) == 1 and found[0].labels[0].span.file == "high.policy"

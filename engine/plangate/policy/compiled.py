@@ -286,8 +286,13 @@ def _merge_entries(first: CatalogueEntry, second: CatalogueEntry, diagnostics: l
         time_cap=min(times) if times else None,
         args=args,
         policies=first.policies + second.policies,
-        span=first.span,
+        # where the kept risk is written (a label "`x` is `external_write` here" must point at it)
+        span=second.span if _level(second.risk) > _level(first.risk) else first.span,
     )
+
+
+def _level(risk: Risk | None) -> int:
+    return -1 if risk is None else int(risk)
 
 
 def _check_cap_currencies(policies: Sequence[Policy], cost_limit: LimitValue | None,
