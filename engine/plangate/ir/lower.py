@@ -71,7 +71,9 @@ class Lowering(Transformer):
         return Span(self.file, token.start_pos, token.end_pos)
 
     def _span(self, first: Any, last: Any) -> Span:
-        return Span(self.file, _start(first), _end(last))
+        start = first.start_pos if type(first) is Token else _start(first)  # the common case inline
+        end = last.end_pos if type(last) is Token else _end(last)
+        return Span(self.file, start, end)
 
     def _report(self, name: str, span: Span, message: str, **extra: Any) -> None:
         self.diagnostics.append(diagnostic(name, span, message, **extra))
@@ -568,7 +570,12 @@ class Lowering(Transformer):
 
     # ---------------------------------------------------------------- CEL
     def _node(self, node: Any, *parts: Any) -> Any:
-        depth = 1 + max((self._depth.get(id(part), 1) for part in parts), default=0)
+        known = self._depth
+        depth = 1
+        for part in parts:
+            below = known.get(id(part), 1)
+            if below >= depth:
+                depth = below + 1
         if depth > MAX_EXPRESSION_DEPTH:
             raise ExpressionTooDeep(node.span)
         if depth > 1:
