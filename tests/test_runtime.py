@@ -952,3 +952,15 @@ def test_an_idempotency_key_that_reads_the_steps_own_result_falls_back_to_the_de
     run = start_plan(runtime, '  step w { call t.write(name: "n") idempotency "k-" + result.name }')
     assert runtime.advance(run).state == "succeeded"
     assert toolbox.calls[0][2].startswith(f"{run}:w:")
+
+
+def test_a_finished_run_has_nothing_to_abort_but_may_be_rolled_back(box):
+    from plangate.runtime.host import RunError
+
+    toolbox, runtime = box
+    run = start_plan(runtime, '  step r { call t.read(key: "k") }')
+    assert runtime.advance(run).state == "succeeded"
+    with pytest.raises(RunError, match="has ended"):
+        runtime.abort(run, rollback=False)
+    assert runtime.report(run, runtime.view(run), record=False).state == "succeeded"
+    assert runtime.abort(run, rollback=True).state == "aborted"  # nothing reversible here: ends aborted

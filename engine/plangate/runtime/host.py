@@ -779,6 +779,9 @@ class Runtime:
             return self.report(run, view)
         if view.run_state == "aborting":
             return self._finish_abort(run)
+        if view.run_state in ENDED and not rollback:
+            raise RunError(f"run `{run}` has ended ({view.run_state}): there is nothing to abort "
+                           "(`--rollback` undoes its reversible steps)")
         undo = self._to_roll_back(view) if rollback else []
         self._require_rollback_tools(view, undo, "could not roll back", "nothing was done")
         # The decision first: whatever happens from here on, the run is being aborted, and a resume
