@@ -348,3 +348,11 @@ def test_a_policy_that_cannot_be_read_is_named_in_the_no_policy_note(files: Path
 def test_the_summary_counts_every_plan_given_even_one_that_cannot_be_read(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "check", "missing.plan", "clean.plan", "--policy", "tools.policy", "--format", "json")
     assert code == 2 and json.loads(out)["summary"]["files"] == 2
+
+
+def test_the_solver_time_bound_is_a_flag(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(capsys, "check", "clean.plan", "--policy", "tools.policy", "--solver-time", "2.5")[0] == 0
+    for bad in ("0", "-1", "601", "soon"):
+        with pytest.raises(SystemExit) as exited:
+            main(["check", "clean.plan", "--solver-time", bad])
+        assert exited.value.code == 2

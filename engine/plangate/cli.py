@@ -37,6 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--output", metavar="FILE", help="write the report to FILE instead of standard output")
     check.add_argument("--strict", action="store_true", help="warnings fail the check too (exit 1)")
     check.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    check.add_argument("--solver-time", type=_seconds, default=None, metavar="SECONDS",
+                       help="the time bound of the budget proofs' solver (default 5)")
 
     explain = commands.add_parser("explain", help="show the documentation of a diagnostic code")
     explain.add_argument("code", metavar="CODE")
@@ -197,11 +199,25 @@ def _emit(text: str, output: str | None) -> int | None:
     return None
 
 
+def _seconds(text: str) -> float:
+    """A solver time bound: a number of seconds, more than 0 and at most 600."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"`{text}` is not a number of seconds") from None
+    if not 0 < value <= 600:
+        raise argparse.ArgumentTypeError(f"`{text}` is not between 0 and 600 seconds")
+    return value
+
+
 def _check(args: argparse.Namespace) -> int:
     from plangate.diagnostics.render import render
     from plangate.driver import check
 
-    result = check(args.plans, args.policy, {"announce_no_policy": args.format == "text"})
+    options: dict[str, Any] = {"announce_no_policy": args.format == "text"}
+    if args.solver_time is not None:
+        options["solver_time_bound"] = args.solver_time
+    result = check(args.plans, args.policy, options)
     color = args.output is None and args.format == "text" and _use_color(args.color, sys.stdout)
     listed = result.checked_files if args.format in ("text", "json") else result.files  # counted vs listed
     text = render(result.diagnostics, result.sources, args.format, files=listed, color=color,

@@ -289,7 +289,7 @@ def _render(report: Report, finding: Finding) -> Diagnostic:
             labels=bound.labels,
             notes=[f"the worst case is between {_amount(report, figure, worst.lower)} and "
                    f"{_amount(report, figure, worst.upper)}"],
-            help="simplify the conditions that share results, or raise `solver_time_bound`")
+            help="simplify the conditions that share results, or give the solver more time (`--solver-time`)")
     notes = _execution_notes(report, finding)
     if figure == "cost" and report.excluded:
         notes.append("not counted: " + _listed([f"`{step}`" for step in report.excluded], ", ")
