@@ -964,3 +964,15 @@ def test_a_finished_run_has_nothing_to_abort_but_may_be_rolled_back(box):
         runtime.abort(run, rollback=False)
     assert runtime.report(run, runtime.view(run), record=False).state == "succeeded"
     assert runtime.abort(run, rollback=True).state == "aborted"  # nothing reversible here: ends aborted
+
+
+def test_run_with_an_existing_id_takes_its_policies_in_any_order_and_once(tmp_path, demo):
+    plangate = cli_in(tmp_path, demo)
+    strict = str(ROOT / "policies" / "strict.policy")
+    baseline = str(ROOT / "policies" / "baseline.policy")
+    first = plangate("run", "examples/deploy.plan", "--policy", baseline, "--policy", strict,
+                     "--tools", str(DEMO_TOOLS), "--run", "r1")
+    assert first.returncode == 3, first.stdout + first.stderr
+    again = plangate("run", "examples/deploy.plan", "--policy", strict, "--policy", baseline, "--policy", strict,
+                     "--tools", str(DEMO_TOOLS), "--run", "r1")
+    assert again.returncode == 3 and "another policy" not in again.stderr, again.stdout + again.stderr

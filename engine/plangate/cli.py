@@ -307,19 +307,38 @@ def _print_report(report) -> int:
     return report.exit_code
 
 
+def _canonical_policy_order(paths: Sequence[str]) -> list[str]:
+    """The policy files of a run in one order whatever the command line's, each text once: by the
+    SHA-256 of its bytes (a file that cannot be read keeps its place, for `check` to report). The
+    combined policy's hash then names the set of policies, so `run --run ID` may give them in any
+    order."""
+    import hashlib
+
+    keyed: dict[str, str] = {}
+    unreadable = []
+    for path in paths:
+        try:
+            with open(path, "rb") as handle:
+                keyed.setdefault(hashlib.sha256(handle.read()).hexdigest(), path)
+        except OSError:
+            unreadable.append(path)
+    return [keyed[digest] for digest in sorted(keyed)] + unreadable
+
+
 @_runtime_command
 def _run(args: argparse.Namespace) -> int:
     from plangate.diagnostics.render import render
     from plangate.driver import check
 
-    result = check([args.plan], args.policy)
+    policies = _canonical_policy_order(args.policy)
+    result = check([args.plan], policies)
     if result.errors or result.exit_code() == 2:
         sys.stderr.write(render(result.diagnostics, result.sources, "text", files=result.files,
                                 color=_use_color("auto", sys.stderr), tool_version=__version__))
         print("plangate: the plan has errors; nothing was run", file=sys.stderr)
         return 2
     plan_text = result.sources.get(args.plan).text
-    policy_texts = [(name, result.sources.get(name).text) for name in args.policy]
+    policy_texts = [(name, result.sources.get(name).text) for name in policies]
     from plangate.runtime.host import new_run_id
 
     runtime = _runtime(args.journal, args.tools, create=True)
