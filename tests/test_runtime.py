@@ -976,3 +976,26 @@ def test_run_with_an_existing_id_takes_its_policies_in_any_order_and_once(tmp_pa
     again = plangate("run", "examples/deploy.plan", "--policy", strict, "--policy", baseline, "--policy", strict,
                      "--tools", str(DEMO_TOOLS), "--run", "r1")
     assert again.returncode == 3 and "another policy" not in again.stderr, again.stdout + again.stderr
+
+
+def test_the_rules_see_a_duration_argument_as_a_duration_though_the_tool_gets_its_text(box):
+    """A deny over `args.value > duration("1h")` must fire at run time on a value known only then."""
+    toolbox, runtime = box
+    policy = """
+policy windows {
+  tool t.read  { risk read_only }
+  tool t.write { risk reversible_write args { name: string, value: duration? } }
+  deny "long" when has(args.value) && args.value > duration("1h")
+}
+"""
+    toolbox.values.update({"long": "2h", "short": "30m"})
+    run = runtime.start(plan_text(
+        '  step a { call t.read(key: "long") }\n'
+        '  step b { call t.read(key: "short") }\n'
+        '  step w { call t.write(name: "n", value: duration(a.result.value)) idempotency "k" }\n'
+        '  step s { call t.write(name: "m", value: duration(b.result.value)) idempotency "j" }'),
+        "t.plan", [("windows.policy", policy)])
+    report = runtime.advance(run)
+    assert report.steps["w"]["state"] == "blocked" and "denied by `long`" in report.steps["w"]["reason"]
+    assert report.steps["s"]["state"] == "succeeded"
+    assert [call for call in toolbox.calls if call[0] == "t.write"] == [("t.write", "m", "j")]

@@ -122,13 +122,13 @@ class Gate:
                step: str = "call", kind: str = "step", retry: int = 0, plan: str = "gate",
                plan_version: int | None = None) -> GateDecision:
         """The policy's decision on calling `tool` with `args` (see the module's docstring)."""
-        from plangate.checks.catalogue import argument_problems
+        from plangate.checks.catalogue import argument_problems, typed_arguments
         from plangate.policy.decide import evaluator_for
         from plangate.policy.facts import StepFacts, effective_risk, rule_activation
 
         declared = _risk(risk)
         entry = self.policy.match(tool)
-        arguments = _arguments(args or {}, entry)
+        arguments = typed_arguments(entry, dict(args or {}))
         facts_step = Step.model_construct(id=step, kind=kind, retry=retry,
                                           call=ToolCall.model_construct(tool=tool, args=()),
                                           risk=RiskRef.model_construct(name=declared.name, level=declared)
@@ -189,21 +189,6 @@ def _merge(known: ApprovalNeed | None, role: str, count: int, within: int | None
         return ApprovalNeed(role, count, within, (rule,))
     shortest = [seconds for seconds in (known.within_seconds, within) if seconds is not None]
     return ApprovalNeed(role, max(known.count, count), min(shortest) if shortest else None, (*known.rules, rule))
-
-
-def _arguments(args: Mapping[str, Any], entry: Any) -> dict[str, Any]:
-    """The call's arguments as CEL values: a string where the entry declares a `duration` or a
-    `timestamp` becomes one when it reads as one (a tool receives such values as this text)."""
-    from plangate.cel.evaluate import CelError, parse_duration, parse_timestamp
-
-    declared = {spec.name: spec.type for spec in entry.args} if entry is not None and entry.args else {}
-    converted: dict[str, Any] = {}
-    for name, value in args.items():
-        parse = {"duration": parse_duration, "timestamp": parse_timestamp}.get(declared.get(name, ""))
-        if parse is not None and isinstance(value, str) and not isinstance(parse(value), CelError):
-            value = parse(value)
-        converted[str(name)] = value
-    return converted
 
 
 def _risk(risk: str | Risk | None) -> Risk | None:

@@ -94,12 +94,27 @@ _PYTHON_TYPES = {"string": (str,), "int": (int,), "double": (float, int), "bool"
                  "bytes": (bytes,), "list": (list, tuple), "map": (dict,), "null": (type(None),)}
 
 
-def argument_problems(tool: str, entry: CatalogueEntry | None, args: dict[str, Any]) -> list[str]:
-    """Why concrete arguments do not fit the entry's `args` schema (empty when they do, or when the
-    entry declares none): an unknown argument, a missing required one, a value of another type. A
-    `duration` or `timestamp` may be its text (`"30m"`), which is how a tool receives one."""
+def typed_arguments(entry: CatalogueEntry | None, args: dict[str, Any]) -> dict[str, Any]:
+    """Concrete arguments as the rules see them: a string where the entry declares a `duration` or
+    a `timestamp` becomes one when it reads as one. A tool receives such a value as its text
+    (`"30m"`), so the gate's callers and the runtime hold it so; a rule compares durations."""
     from plangate.cel.evaluate import CelError, parse_duration, parse_timestamp
 
+    declared = {spec.name: spec.type for spec in entry.args} if entry is not None and entry.args else {}
+    typed: dict[str, Any] = {}
+    for name, value in args.items():
+        parse = {"duration": parse_duration, "timestamp": parse_timestamp}.get(declared.get(name, ""))
+        if parse is not None and isinstance(value, str):
+            parsed = parse(value)
+            value = value if isinstance(parsed, CelError) else parsed
+        typed[str(name)] = value
+    return typed
+
+
+def argument_problems(tool: str, entry: CatalogueEntry | None, args: dict[str, Any]) -> list[str]:
+    """Why concrete arguments (as `typed_arguments` gives them) do not fit the entry's `args` schema
+    (empty when they do, or when the entry declares none): an unknown argument, a missing required
+    one, a value of another type."""
     if entry is None or entry.args is None:
         return []
     schema = {spec.name: spec for spec in entry.args}
@@ -108,9 +123,6 @@ def argument_problems(tool: str, entry: CatalogueEntry | None, args: dict[str, A
         spec = schema.get(name)
         if spec is None:
             problems.append(f"`{tool}` has no argument `{name}`")
-            continue
-        parse = {"duration": parse_duration, "timestamp": parse_timestamp}.get(spec.type)
-        if parse is not None and isinstance(value, str) and not isinstance(parse(value), CelError):
             continue
         problem = type_problem(spec.type, value, None)
         if problem is not None:

@@ -83,7 +83,7 @@ def run_policy_tests(paths: Sequence[str]) -> PolicyTestResult:
 
 def run_test(policy: CompiledPolicy, policy_id: str, test: PolicyTest) -> tuple[TestOutcome, list[Diagnostic]]:
     from plangate.cel.evaluate import CelError, compile_expr
-    from plangate.checks.catalogue import argument_problems
+    from plangate.checks.catalogue import argument_problems, typed_arguments
     from plangate.policy.decide import evaluator_for
     from plangate.policy.facts import StepFacts, effective_risk, rule_activation
     from plangate.ir.nodes import Step
@@ -100,6 +100,7 @@ def run_test(policy: CompiledPolicy, policy_id: str, test: PolicyTest) -> tuple[
         args[argument.name] = value
     entry = policy.match(test.call.tool)
     step = Step(id="test", call=test.call, risk=test.risk)
+    args = typed_arguments(entry, args)
     misfits = argument_problems(test.call.tool, entry, args)  # refused before any rule, as at run time
     facts = StepFacts(step=step, entry=entry, declared_risk=test.risk.level if test.risk is not None else None,
                       effective_risk=effective_risk(step, entry), args=args)

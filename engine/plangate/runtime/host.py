@@ -87,7 +87,7 @@ from plangate.driver import check_sources  # before plangate.policy.facts: it lo
 from plangate.ir.nodes import Plan, Risk, Step
 from plangate.policy.compiled import CompiledPolicy
 from plangate.policy.decide import evaluator_for
-from plangate.checks.catalogue import argument_problems
+from plangate.checks.catalogue import argument_problems, typed_arguments
 from plangate.policy.facts import StepFacts, effective_risk, rule_activation
 from plangate.runtime.canonical import canonical_json, content_hash
 from plangate.runtime.canonical_plan import canonical, plan_hash
@@ -519,11 +519,12 @@ class Runtime:
         entry = view.policy.match(step.call.tool)
         if entry is None and view.policy.unknown_tools == "deny":
             return f"`{step.call.tool}` is not in the policy's catalogue", []
-        misfits = argument_problems(step.call.tool, entry, args)
+        typed = typed_arguments(entry, args)  # the tool gets `args`; the rules see durations as durations
+        misfits = argument_problems(step.call.tool, entry, typed)
         if misfits:  # the rules were written for arguments of the declared types
             return "the call does not fit its tool's `args`: " + "; ".join(misfits), []
         facts = StepFacts(step=step, entry=entry, declared_risk=step.risk.level if step.risk else None,
-                          effective_risk=effective_risk(step, entry), args=args)
+                          effective_risk=effective_risk(step, entry), args=typed)
         decision = evaluator_for(view.policy).decide_call(rule_activation(facts, view.plan))
         if decision.denied_by or decision.warned_by or decision.errors:
             self.journal.append(view.run, "decision", {
