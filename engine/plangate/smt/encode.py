@@ -58,7 +58,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Callable, Mapping
 
-from plangate.cel.evaluate import Duration
+from plangate.cel.evaluate import Duration, type_name
 from plangate.cel.ast import (Binary, Call, Conditional, Expr, Ident, Index, ListExpr, Literal, MapExpr, Select,
                               Unary)
 
@@ -258,21 +258,10 @@ def duration_seconds(text: str) -> int | float | None:
 
 
 def kind_of(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "bool"
-    if isinstance(value, int):
-        return "int"
-    if isinstance(value, float):
-        return "double"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, (list, tuple)):
-        return "list"
-    if isinstance(value, Mapping):
-        return "map"
-    return type(value).__name__
+    """A concrete value's CEL type as the encoder compares it: `type_name`'s, with `uint` as `int`
+    (the solver has one integer sort, and `1 == 1u` in CEL)."""
+    name = type_name(value)
+    return "int" if name == "uint" else name
 
 
 SYMBOLIC = (Variable, Term, Cond)
