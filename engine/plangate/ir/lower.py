@@ -31,6 +31,8 @@ _DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}  # secon
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "0": "\0",
             "a": "\a", "b": "\b", "f": "\f", "v": "\v", "?": "?", "`": "`"}
 
+_new_span = tuple.__new__  # `Span(file, start, end)` without the named tuple's Python-level `__new__`
+
 # The step clauses that may appear at most once; `expect`, `approval` and `after` may repeat.
 _SINGLE_STEP_CLAUSES = ("call", "risk", "cost", "time", "retry", "idempotency", "rollback", "when")
 
@@ -59,7 +61,7 @@ class Lowering(Transformer):
         super().__init__(visit_tokens=False)
         self.file = ""
         self.diagnostics: list[Diagnostic] = []
-        self._depth: dict[int, int] = {}
+        self._depth: dict[int, int] = {}  # id → depth of the long-spanned CEL nodes of this parse
 
     def begin(self, file: str) -> None:
         self.file = file
@@ -68,12 +70,12 @@ class Lowering(Transformer):
 
     # ---------------------------------------------------------------- helpers
     def _tok(self, token: Token) -> Span:
-        return Span(self.file, token.start_pos, token.end_pos)
+        return _new_span(Span, (self.file, token.start_pos, token.end_pos))
 
     def _span(self, first: Any, last: Any) -> Span:
         start = first.start_pos if type(first) is Token else _start(first)  # the common case inline
         end = last.end_pos if type(last) is Token else _end(last)
-        return Span(self.file, start, end)
+        return _new_span(Span, (self.file, start, end))
 
     def _report(self, name: str, span: Span, message: str, **extra: Any) -> None:
         self.diagnostics.append(diagnostic(name, span, message, **extra))
@@ -569,22 +571,28 @@ class Lowering(Transformer):
         return ir.TestExpect.model_construct(effect="require", rule=kind.value, span=self._span(keyword, kind))
 
     # ---------------------------------------------------------------- CEL
-    def _node(self, node: Any, *parts: Any) -> Any:
+    def _checked(self, node: cel.Expr) -> cel.Expr:
+        """`node`, or `ExpressionTooDeep` when it is nested deeper than `MAX_EXPRESSION_DEPTH`.
+
+        A node's span strictly contains its children's, so no node is deeper than its text is long:
+        only nodes with long spans are measured. Their depths are remembered (`_depth`, by id); a
+        short child is measured by a walk of at most `MAX_EXPRESSION_DEPTH` nodes, and it is walked
+        once, as the child of its one parent. So the bound costs nothing on ordinary expressions,
+        linear time on long ones, and a too-deep chain stops the parse at its first node too deep.
+        """
+        span = node.span
+        if span.end - span.start <= MAX_EXPRESSION_DEPTH:
+            return node
         known = self._depth
-        depth = 1
-        for part in parts:
-            below = known.get(id(part), 1)
-            if below >= depth:
-                depth = below + 1
+        depth = 1 + max((known.get(id(part)) or _depth_of(part) for part in cel.children(node)), default=0)
         if depth > MAX_EXPRESSION_DEPTH:
-            raise ExpressionTooDeep(node.span)
-        if depth > 1:
-            self._depth[id(node)] = depth
+            raise ExpressionTooDeep(span)
+        known[id(node)] = depth
         return node
 
     def _binary(self, op: str, children: list) -> cel.Binary:
         left, right = children
-        return self._node(cel.Binary(op, left, right, self._span(left, right)), left, right)
+        return self._checked(cel.Binary(op, left, right, self._span(left, right)))
 
     def or_op(self, c: list) -> cel.Binary: return self._binary("||", c)
     def and_op(self, c: list) -> cel.Binary: return self._binary("&&", c)
@@ -603,31 +611,30 @@ class Lowering(Transformer):
 
     def conditional(self, children: list) -> cel.Conditional:
         condition, _question, then, otherwise = children
-        node = cel.Conditional(condition, then, otherwise, self._span(condition, otherwise))
-        return self._node(node, condition, then, otherwise)
+        return self._checked(cel.Conditional(condition, then, otherwise, self._span(condition, otherwise)))
 
     def not_op(self, children: list) -> cel.Unary:
         bang, operand = children
-        return self._node(cel.Unary("!", operand, self._span(bang, operand)), operand)
+        return self._checked(cel.Unary("!", operand, self._span(bang, operand)))
 
     def neg_op(self, children: list) -> cel.Expr:
         minus, operand = children
         if isinstance(operand, cel.Literal) and operand.kind in ("int", "double"):
             return cel.Literal(-operand.value, operand.kind, self._span(minus, operand))  # type: ignore[operator]
-        return self._node(cel.Unary("-", operand, self._span(minus, operand)), operand)
+        return self._checked(cel.Unary("-", operand, self._span(minus, operand)))
 
     def select(self, children: list) -> cel.Select:
         operand, name = children
-        return self._node(cel.Select(operand, name.value, self._span(operand, name)), operand)
+        return self._checked(cel.Select(operand, name.value, self._span(operand, name)))
 
     def method_call(self, children: list) -> cel.Call:
         target, name, args, close = children
         args = tuple(args or ())
-        return self._node(cel.Call(name.value, target, args, self._span(target, close)), target, *args)
+        return self._checked(cel.Call(name.value, target, args, self._span(target, close)))
 
     def index(self, children: list) -> cel.Index:
         operand, key, close = children
-        return self._node(cel.Index(operand, key, self._span(operand, close)), operand, key)
+        return self._checked(cel.Index(operand, key, self._span(operand, close)))
 
     def ident(self, children: list) -> cel.Ident:
         (name,) = children
@@ -636,7 +643,7 @@ class Lowering(Transformer):
     def function_call(self, children: list) -> cel.Call:
         name, args, close = children
         args = tuple(args or ())
-        return self._node(cel.Call(name.value, None, args, self._span(name, close)), *args)
+        return self._checked(cel.Call(name.value, None, args, self._span(name, close)))
 
     def parens(self, children: list) -> cel.Expr:
         return children[1]
@@ -644,13 +651,12 @@ class Lowering(Transformer):
     def list_literal(self, children: list) -> cel.ListExpr:
         open_, *items, close = children
         items = tuple(item for item in items if item is not None)  # placeholders; `null` is a Literal
-        return self._node(cel.ListExpr(items, self._span(open_, close)), *items)
+        return self._checked(cel.ListExpr(items, self._span(open_, close)))
 
     def map_literal(self, children: list) -> cel.MapExpr:
         open_, *entries, close = children
         entries = tuple(entry for entry in entries if entry is not None)
-        parts = [part for entry in entries for part in entry]
-        return self._node(cel.MapExpr(entries, self._span(open_, close)), *parts)
+        return self._checked(cel.MapExpr(entries, self._span(open_, close)))
 
     def expr_list(self, children: list) -> list:
         return children
@@ -685,6 +691,17 @@ class Lowering(Transformer):
 
     def null(self, children: list) -> cel.Literal:
         return cel.Literal(None, "null", self._tok(children[0]))
+
+
+def _depth_of(expr: cel.Expr) -> int:
+    """The depth of a (short) expression, without recursion."""
+    deepest = 0
+    stack = [(expr, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack.extend((part, depth + 1) for part in cel.children(node))
+    return deepest
 
 
 def _start(item: Any) -> int:

@@ -33,6 +33,8 @@ RISK_NAMES = tuple(risk.name for risk in Risk)
 
 
 _REQUIRED = object()
+_new_object = object.__new__  # BaseModel defines no `__new__`: a bare instance, filled in below
+_set_attribute = object.__setattr__
 _construction: dict[type, tuple[dict[str, Any], frozenset[str]] | None] = {}
 
 
@@ -81,16 +83,14 @@ class Node(BaseModel):
         if plan is None or _fields_set is not None:
             return super().model_construct(_fields_set, **values)
         template, required = plan
-        data = template.copy()
-        data.update(values)
+        data = {**template, **values}
         if len(data) != len(template) or not required <= values.keys():
             return super().model_construct(None, **values)
-        node = cls.__new__(cls)
-        _set = object.__setattr__
-        _set(node, "__dict__", data)
-        _set(node, "__pydantic_fields_set__", set(values))
-        _set(node, "__pydantic_extra__", None)
-        _set(node, "__pydantic_private__", None)
+        node = _new_object(cls)
+        _set_attribute(node, "__dict__", data)
+        _set_attribute(node, "__pydantic_fields_set__", set(values))
+        _set_attribute(node, "__pydantic_extra__", None)
+        _set_attribute(node, "__pydantic_private__", None)
         return node
 
     def _semantic(self) -> tuple:

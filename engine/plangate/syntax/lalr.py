@@ -15,7 +15,10 @@ Algorithm
   length, call its callback, push the goto) until it shifts. Unit rules that Lark inlines (`?rule`
   with one child) only change state, so their callback is skipped, and a chain of them (`primary` →
   `member` → … → `expr`) depends only on the state below, the rule reduced and the next terminal:
-  it is followed once and remembered (`chains`).
+  it is followed once and remembered (`chains`). So a unit reduction never reaches the loop: it
+  only ever follows another reduction (a shift leaves a terminal on top), and `chains` folds it.
+- A token that every rule's child filter drops (punctuation, most keywords) is pushed as a
+  placeholder, not built: no callback ever receives it.
 - Anything unusual makes the driver give up and return `GIVE_UP`: a token the state does not accept
   (where a contextual lexer might have split the text differently, or a syntax error), text no
   terminal matches, nesting past the bound. The caller then parses with Lark itself, which produces
@@ -39,6 +42,7 @@ from lark.parse_tree_builder import ChildFilterLALR, ChildFilterLALR_NoPlacehold
 from lark.parsers.lalr_analysis import Shift
 
 GIVE_UP = object()
+_DROPPED = object()  # stands on the value stack for a token no callback receives
 
 _OPENERS = {"LBRACE": 1, "LPAR": 1, "LSQB": 1, "RBRACE": -1, "RPAR": -1, "RSQB": -1}
 _UNARY = ("BANG", "MINUS")
@@ -86,6 +90,12 @@ class LalrDriver:
         self.trailer = re.compile(skip + r"\Z")
         self.keywords = {t.pattern.value: t.name for t in lark.terminals
                          if t.pattern.type == "str" and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", t.pattern.value)}
+        # Terminals that every rule's child filter drops (punctuation, most keywords): no callback
+        # ever sees them, so they are pushed as a placeholder instead of a `Token`.
+        kept = {symbol.name for rule in lark.rules for symbol in rule.expansion
+                if symbol.is_term and not symbol.filter_out}
+        self.dropped = frozenset(symbol.name for rule in lark.rules for symbol in rule.expansion
+                                 if symbol.is_term and symbol.name not in kept) - set(_OPENERS) - set(_UNARY)
 
     @staticmethod
     def _reduction(rule: Any, callback: Callable) -> tuple[int, Callable | None, str]:
@@ -113,28 +123,28 @@ class LalrDriver:
         actions = self.actions
         chains = self.chains
         keywords = self.keywords
+        dropped = self.dropped
         match = self.master.match
         max_nesting = self.max_nesting
         new_token = str.__new__
         end_state = self.end_states[start]
-        states = [self.start_states[start]]
+        state = self.start_states[start]
+        states = [state]
         values: list[Any] = []
         depth = 0
         unary_run = 0
         position = 0
-        length = len(text)
-        while True:
-            if position < length:
-                found = match(text, position)
-                if found is None:
-                    if self.trailer.match(text, position) is None:
-                        return GIVE_UP
-                    position = length  # only white space and comments are left
-                    continue
-                kind = found.lastgroup
-                begin, position = found.span(kind)
-                row = actions[states[-1]]
-                value = found.group(kind)
+        while True:  # one token per turn, until no terminal matches (the end of the text, or an error)
+            found = match(text, position)
+            if found is None:
+                break
+            kind = found.lastgroup
+            begin, position = found.span(kind)
+            row = actions[state]
+            if kind in dropped:
+                token = _DROPPED
+            else:
+                value = text[begin:position]
                 if kind == "NAME":
                     keyword = keywords.get(value)
                     if keyword is not None and keyword in row:
@@ -152,42 +162,58 @@ class LalrDriver:
                         return GIVE_UP
                 elif kind in _OPERANDS:
                     unary_run = 0
-                token = new_token(Token, value)
-                token.type = kind
-                token.value = value
-                token.start_pos = begin
-                token.end_pos = position
-            else:
-                kind, token, row = _END, None, actions[states[-1]]
+                if kind in dropped:
+                    token = _DROPPED
+                else:
+                    token = new_token(Token, value)
+                    token.type = kind
+                    token.value = value
+                    token.start_pos = begin
+                    token.end_pos = position
             action = row.get(kind)
             if action is None:
                 return GIVE_UP
-            while action.__class__ is not int:
+            while action.__class__ is not int:  # reduce until the token shifts
                 size, callback, origin = action
-                if callback is None:
-                    del states[-1]
+                if size:
+                    children = values[-size:]
+                    del states[-size:]
+                    del values[-size:]
                 else:
-                    if size:
-                        children = values[-size:]
-                        del states[-size:]
-                        del values[-size:]
-                    else:
-                        children = []
-                    values.append(callback(children))
+                    children = []
+                values.append(callback(children))
                 key = (states[-1], origin, kind)
                 follow = chains.get(key)
                 if follow is None:
                     follow = chains[key] = self._follow(*key)
-                target, action = follow
-                states.append(target)
-                if token is None and target == end_state:
-                    return values[-1]
+                state, action = follow
+                states.append(state)
                 if action is None:
                     return GIVE_UP
-            if token is None:
-                return GIVE_UP  # the end of the text is never shifted
-            states.append(action)
+            state = action
+            states.append(state)
             values.append(token)
+        if self.trailer.match(text, position) is None:
+            return GIVE_UP  # text that no terminal matches
+        action = actions[state].get(_END)
+        while action is not None and action.__class__ is not int:  # reduce to the start symbol
+            size, callback, origin = action
+            if size:
+                children = values[-size:]
+                del states[-size:]
+                del values[-size:]
+            else:
+                children = []
+            values.append(callback(children))
+            key = (states[-1], origin, _END)
+            follow = chains.get(key)
+            if follow is None:
+                follow = chains[key] = self._follow(*key)
+            state, action = follow
+            states.append(state)
+            if state == end_state:
+                return values[-1]
+        return GIVE_UP  # the end of the text is never shifted
 
 
 class _Spliced(list):
