@@ -415,3 +415,25 @@ def test_cli_on_a_binary_file(tmp_path: Path) -> None:
     assert "Traceback" not in completed.stderr
     assert "unreadable-input" in completed.stdout
     assert "image.plan" in completed.stdout
+
+
+def test_a_long_flat_chain_is_an_expression_not_a_nesting() -> None:
+    """A 200-term blocklist written with `||` (each term a level deep) is checked and decided like
+    any rule; only past `MAX_EXPRESSION_DEPTH` is it `input-too-large`, with the `in […]` hint."""
+    from plangate.ir.lower import MAX_EXPRESSION_DEPTH
+
+    def blocklist(terms: int) -> str:
+        chain = " || ".join(f'args.host == "h{i}.example.com"' for i in range(terms))
+        return f'policy p {{\n  tool dns.route {{ risk read_only args {{ host: string }} }}\n  deny "blocked" when {chain}\n}}\n'
+
+    plan = 'plan q {\n  step a { call dns.route(host: "h150.example.com") }\n  step b { call dns.route(host: "ok.example.com") }\n}\n'
+    result = check_sources([SourceFile("q.plan", plan)], [SourceFile("p.policy", blocklist(200))])
+    assert [(d.name, d.message) for d in result.diagnostics] == [
+        ("policy-deny", "deny rule `blocked` fires for step `a`")]
+
+    too_deep = check_sources([], [SourceFile("p.policy", blocklist(MAX_EXPRESSION_DEPTH))])
+    (refused,) = too_deep.diagnostics
+    assert refused.name == "input-too-large" and "`x in [" in refused.help
+    arithmetic = " + ".join(["1"] * 200)
+    summed = check_sources([SourceFile("s.plan", f"plan s {{ step a {{ call t.x(n: {arithmetic}) expect result.n == {arithmetic} }} }}")])
+    assert not [d for d in summed.diagnostics if d.name == "input-too-large"]

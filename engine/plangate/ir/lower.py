@@ -25,7 +25,7 @@ from plangate.diagnostics import Diagnostic, Label, diagnostic
 from plangate.ir import nodes as ir
 from plangate.source import Span
 
-MAX_EXPRESSION_DEPTH = 96
+MAX_EXPRESSION_DEPTH = 256
 
 _DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}  # seconds per unit
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "0": "\0",

@@ -281,7 +281,7 @@ def _parse_once(parser: _Parser, name: str, text: str, start: str = "start"):
         return _Failure(diagnostic(
             "input-too-large", too_deep.span,
             "this expression is nested too deeply to check",
-            help="split it into smaller expressions"), False)
+            help="split it into smaller expressions; a long run of `||` comparisons reads better as `x in [\"a\", \"b\", …]`"), False)
     except UnexpectedInput as error:
         return _Failure(_describe(parser, name, text, error),
                         not isinstance(error, UnexpectedEOF) and not _at_end(error))
