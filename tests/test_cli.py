@@ -356,3 +356,19 @@ def test_the_solver_time_bound_is_a_flag(files: Path, capsys: pytest.CaptureFixt
         with pytest.raises(SystemExit) as exited:
             main(["check", "clean.plan", "--solver-time", bad])
         assert exited.value.code == 2
+
+
+def test_versions_of_one_plan_are_checked_together_without_a_duplicate_warning(tmp_path) -> None:
+    """Reviewing a new version beside the old one is normal input (`--strict` must not fail on it);
+    the same id and version twice is `duplicate-plan`."""
+    from plangate.driver import check_sources
+    from plangate.source import SourceFile
+
+    def plan(version: str) -> str:
+        return f'plan rollout {{ {version} step a {{ call ci.build(commit: "abc") risk read_only }} }}'
+
+    versions = check_sources([SourceFile("v1.plan", plan("version 1")), SourceFile("v2.plan", plan("version 2"))])
+    assert [d.name for d in versions.diagnostics] == []
+    for version in ("version 2", ""):
+        twice = check_sources([SourceFile("a.plan", plan(version)), SourceFile("b.plan", plan(version))])
+        assert [d.name for d in twice.diagnostics] == ["duplicate-plan"]

@@ -274,11 +274,16 @@ def _internal(span: Span, stage: str, error: Exception) -> Diagnostic:
 
 
 def _report_duplicate_plans(plans: list[Plan], diagnostics: list[Diagnostic]) -> None:
-    seen: dict[str, Plan] = {}
+    """Two plans with one id and one version are easy to confuse (runs, journals and approvals name
+    plans by id and version); versions of one plan, checked together before a rollout, are not."""
+    seen: dict[tuple[str, int | None], Plan] = {}
     for plan in plans:
-        if plan.id in seen:
+        key = (plan.id, plan.version)
+        if key in seen:
+            version = f" version {plan.version}" if plan.version is not None else ""
             diagnostics.append(diagnostic(
-                "duplicate-plan", plan.id_span, f"a plan named `{plan.id}` is already being checked",
-                labels=[Label(seen[plan.id].id_span, "first plan here")]))
+                "duplicate-plan", plan.id_span, f"a plan named `{plan.id}`{version} is already being checked",
+                labels=[Label(seen[key].id_span, "first plan here")],
+                help="give one of them another name, or another `version` if it is a new version of the plan"))
         else:
-            seen[plan.id] = plan
+            seen[key] = plan
