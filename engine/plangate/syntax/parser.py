@@ -74,6 +74,8 @@ _BLOCK_KEYWORDS = frozenset({"STEP", "CHECK", "TOOL", "TEST", "BUDGET", "REQUIRE
                              "PLAN", "POLICY", "UNKNOWN_TOOLS"})
 _COMPOUND_DURATION = re.compile(r"[0-9]+(?:\.[0-9]+)?(?:ms|s|m|h|d)[A-Za-z0-9_.]*")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
+_NUMBER_BEFORE = re.compile(r"(?<![A-Za-z0-9_.])([0-9]+(?:\.[0-9]+)?)[ \t]*\Z")
+_ARGUMENT_NAME_AFTER = re.compile(r"[ \t]*:(?!:)")
 _ARGUMENT_NAME_BEFORE = re.compile(r"[(,]\s*[A-Za-z_][A-Za-z0-9_]*\s*\Z")
 _BRACES = re.compile(r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"|\'[^\'\\\n]*(?:\\.[^\'\\\n]*)*\'|#[^\r\n]*|[{}]')
 
@@ -350,11 +352,38 @@ def _describe(parser: _Parser, name: str, text: str, error: UnexpectedInput) -> 
             return diagnostic("syntax-error", Span(name, token.start_pos, compound.end()),
                               f"`{written}` is not a duration: a duration is one whole number and one unit",
                               help=f"write it in one unit, such as `{_in_one_unit(written)}`")
+    if token is not None and token.type == "NAME":
+        literal = _literal_in_expression(name, text, token)
+        if literal is not None:
+            return literal
     label = _match_example(parser, error)
     if label is not None:
         message, help_text = _EXAMPLE_MESSAGES[label]
         return diagnostic("syntax-error", span, f"{message}, found {found}", help=help_text)
     return diagnostic("syntax-error", span, f"unexpected {found}; expected {_expected_words(parser, expected)}")
+
+
+def _literal_in_expression(name: str, text: str, token: Token) -> Diagnostic | None:
+    """A duration (`30s`) or an amount (`2.50 usd`) written where an expression goes, as in
+    `call t.x(timeout: 30s)`: the plan's literals are not CEL. The number before the name gives it
+    away; anything else is left to the general message."""
+    before = _NUMBER_BEFORE.search(text, max(0, token.start_pos - 64), token.start_pos)
+    if before is None:
+        return None
+    number = before.group(1)
+    start = before.start(1)
+    if before.end(1) == token.start_pos and token.value in _UNIT_SECONDS and "." not in number:
+        written = number + token.value
+        return diagnostic("syntax-error", Span(name, start, token.end_pos),
+                          f"`{written}` is a duration, which an expression writes as `duration(\"{written}\")`",
+                          help=f'write `duration("{written}")`; durations without it are for `time` and `within`')
+    if before.end(1) < token.start_pos and re.fullmatch(r"[A-Za-z]{3}", token.value) \
+            and not _ARGUMENT_NAME_AFTER.match(text, token.end_pos):
+        return diagnostic("syntax-error", Span(name, start, token.end_pos),
+                          f"`{number} {token.value}` is an amount, which an expression writes as a number",
+                          help=f"write `{number}` (and the currency as its own argument if the tool needs it); "
+                               f"amounts with a currency are for `cost` and `budget`")
+    return None
 
 
 def _in_one_unit(written: str) -> str:
