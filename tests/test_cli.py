@@ -372,3 +372,26 @@ def test_versions_of_one_plan_are_checked_together_without_a_duplicate_warning(t
     for version in ("version 2", ""):
         twice = check_sources([SourceFile("a.plan", plan(version)), SourceFile("b.plan", plan(version))])
         assert [d.name for d in twice.diagnostics] == ["duplicate-plan"]
+
+
+def test_run_with_an_empty_run_id_is_refused(tmp_path, capsys) -> None:
+    plan = tmp_path / "p.plan"
+    plan.write_text('plan p { step a { call t.x() risk read_only } }\n')
+    policy = tmp_path / "p.policy"
+    policy.write_text("policy p { tool t.* { risk read_only } }\n")
+    tools = tmp_path / "tools.py"
+    tools.write_text("from plangate import tool\n\n@tool('t.x')\ndef x() -> dict:\n    return {}\n")
+    assert main(["run", str(plan), "--policy", str(policy), "--tools", str(tools), "--run", "",
+                 "--journal", str(tmp_path / "j.db")]) == 2
+    assert "`--run` needs a run id" in capsys.readouterr().err
+    assert not (tmp_path / "j.db").exists()
+
+
+def test_a_check_calling_an_uncatalogued_tool_says_why_it_counts_as_irreversible() -> None:
+    from plangate.driver import check_sources
+    from plangate.source import SourceFile
+
+    result = check_sources([SourceFile("c.plan", "plan c { check v { call mystery.tool() } }")],
+                           [SourceFile("u.policy", "policy u { unknown_tools warn tool t.* { risk read_only } }")])
+    (message,) = [d.message for d in result.diagnostics if d.name == "check-not-read-only"]
+    assert message == "check `v` calls `mystery.tool`, which the catalogue does not list, so it counts as `irreversible`"

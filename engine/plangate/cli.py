@@ -341,8 +341,11 @@ def _run(args: argparse.Namespace) -> int:
     policy_texts = [(name, result.sources.get(name).text) for name in policies]
     from plangate.runtime.host import new_run_id
 
+    if args.run_id is not None and not args.run_id.strip():
+        print("plangate: `--run` needs a run id; leave it out to start a new run with a fresh id", file=sys.stderr)
+        return 2
     runtime = _runtime(args.journal, args.tools, create=True)
-    run_id = args.run_id or new_run_id()
+    run_id = args.run_id if args.run_id is not None else new_run_id()
     with runtime.hold(run_id):  # one hold from the first record to the report: nobody runs it meanwhile
         if run_id in runtime.journal.runs():
             recorded = runtime.view(run_id).policy.hash

@@ -43,10 +43,15 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
                 labels=[Label(facts.entry.span, f"`{facts.entry.pattern}` is `{facts.entry.risk.name}` here")],
                 help=f"declare `risk {facts.entry.risk.name}` (or higher)")
         if step.kind == "check" and facts.effective_risk > Risk.read_only:
-            where = "its declared risk" if (facts.declared_risk or 0) > Risk.read_only else "the catalogue"
+            if (facts.declared_risk or 0) > Risk.read_only:
+                why = f"which is `{facts.effective_risk.name}` by its declared risk"
+            elif facts.entry is not None:
+                why = f"which is `{facts.effective_risk.name}` by the catalogue"
+            else:
+                why = f"which the catalogue does not list, so it counts as `{facts.effective_risk.name}`"
             yield diagnostic(
                 "check-not-read-only", step.call.tool_span,
-                f"check `{step.id}` calls `{step.call.tool}`, which is `{facts.effective_risk.name}` by {where}",
+                f"check `{step.id}` calls `{step.call.tool}`, {why}",
                 help="a check only observes: call a read-only tool, or make this a `step` followed by a `check`")
 
 
