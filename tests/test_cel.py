@@ -302,6 +302,27 @@ def test_deep_trees_compile_to_an_error_value() -> None:
     assert isinstance(compile_expr(expr)({}), CelError)
 
 
+
+def test_nested_comprehensions_are_bounded_in_total_not_per_list() -> None:
+    """Ten elements, nine comprehensions deep, is 10⁹ elements though no list is long: the work
+    budget stops it (in about a second, not a minute), as an error value."""
+    from plangate.cel.evaluate import ITERATION_COST, MAX_WORK
+
+    ten = "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]"
+    text = "0"
+    for variable in "abcdefghi":
+        text = f"{ten}.map({variable}, {text})"
+    started = time.perf_counter()
+    result = run(f"{text}.size()", {})
+    assert isinstance(result, CelError) and "too much work" in result.message
+    assert time.perf_counter() - started < 20  # a safety bound: unbounded, it runs for minutes
+    # Within the budget, a large comprehension is an ordinary one, and each evaluation has the whole budget.
+    rows = [{"ok": True}] * (MAX_WORK // ITERATION_COST // 2)
+    assert run("rows.all(r, r.ok)", {"rows": rows}) is True
+    assert run("rows.all(r, r.ok)", {"rows": rows}) is True
+    assert isinstance(run("rows.all(r, r.ok) && rows.all(r, r.ok) && rows.all(r, r.ok)", {"rows": rows}), CelError)
+
+
 _TOKENS = ["args", "call", "step", ".", "amount", "tool", "__class__", "(", ")", "[", "]", "{", "}", ":", ",",
            "1", "0", "-1", "2.5", "0.0", "7u", '"a"', '""', "true", "false", "null", "==", "!=", "<", ">=",
            "+", "-", "*", "/", "%", "&&", "||", "!", "?", "in", "size", "has", "int", "uint", "double", "string",

@@ -35,7 +35,11 @@ Invariants
   Values of other Python types are refused by the operations that meet them ("unsupported value").
 - No `eval`, no attribute access: a selection `a.b` only reads the key "b" of a mapping, so
   `x.__class__` is a "no such key" error, never a Python attribute.
-- No evaluation builds a string, bytes or list longer than `MAX_SIZE`.
+- No evaluation builds a string, bytes or list longer than `MAX_SIZE`, and no evaluation does more
+  than `MAX_WORK` units of work: each element a comprehension visits costs `ITERATION_COST`, each
+  element of a string, bytes or list built costs one. Sizes alone would not do: nested
+  comprehensions over small lists multiply (`L.map(a, L.map(b, …))` over ten elements, nine deep,
+  is 10⁹ elements, none of its lists long). The budget is per call of `evaluate` (and per thread).
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ import json
 import math
 import operator
 import re
+import threading
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
@@ -59,6 +64,8 @@ INT_MIN = -(1 << 63)
 INT_MAX = (1 << 63) - 1
 UINT_MAX = (1 << 64) - 1
 MAX_SIZE = 1_000_000
+MAX_WORK = 100_000_000
+ITERATION_COST = 100  # a visited element runs closures in Python; a built element is a C copy
 MAX_PATTERN_CHARS = 4096
 MAX_DURATION_SECONDS = 315_576_000_000  # CEL's bound: 10,000 years
 NANOS_PER_SECOND = 1_000_000_000
@@ -176,12 +183,16 @@ def compile_expr(expr: Expr) -> Evaluator:
         return lambda activation: error
 
     def evaluate(activation: Activation) -> object:
+        outer = _work.left  # an evaluation inside another (none today) gets its own budget
+        _work.left = MAX_WORK
         try:
             return compiled(activation)
         except _Failure as failure:
             return CelError(failure.message)
         except RecursionError:
             return CelError("a value is nested too deeply to evaluate")
+        finally:
+            _work.left = outer
 
     return evaluate
 
@@ -292,6 +303,23 @@ def _duration_result(nanos: int) -> Duration:
 def _sized(length: int, what: str) -> None:
     if length > MAX_SIZE:
         raise _Failure(f"the {what} would be longer than {MAX_SIZE:,}")
+    _spend(length)
+
+
+class _Work(threading.local):
+    left = MAX_WORK
+
+
+_work = _Work()
+
+
+def _spend(units: int) -> None:
+    left = _work.left - units
+    if left < 0:
+        raise _Failure(f"the expression does too much work to evaluate: its comprehensions visit over "
+                       f"{MAX_WORK // ITERATION_COST:,} elements, or it builds values of over {MAX_WORK:,} "
+                       f"elements, in all")
+    _work.left = left
 
 
 def _is_list(value: object) -> bool:
@@ -937,6 +965,7 @@ def _compile_macro(expr: Call) -> _Closure:
             items = list(collection)
         else:
             raise _Failure(f"`{name}` iterates over a list or a map, not a `{type_name(collection)}`")
+        _spend(len(items) * ITERATION_COST)
         return [(item, {**activation, variable: item}) for item in items]
 
     def predicate(check: _Closure, scope: dict) -> bool | _Failure:
