@@ -214,3 +214,37 @@ def test_a_timed_out_call_still_in_flight_keeps_the_run_held_until_it_returns(tm
                 pass
         threading.Event().wait(0.05)
     assert report.state == "succeeded" and happened == ["slow-1"]
+
+
+def test_a_read_only_call_that_times_out_is_a_failed_attempt_retried_not_an_unknown_outcome(tmp_path):
+    """A read has no effect to settle: its timeout is retried (if the step allows), or fails the
+    step; it never waits for a reconciliation as a write's timeout does."""
+    import threading
+
+    release = threading.Event()
+    calls: list[int] = []
+
+    @tool("ops.lookup")
+    def lookup() -> dict:
+        calls.append(len(calls) + 1)
+        if len(calls) == 1:
+            release.wait(10)  # the first call hangs past the step's `time`
+        return {"attempt": len(calls)}
+
+    registry = ToolRegistry()
+    registry.register(lookup)
+    policy = "policy p { tool ops.lookup { risk read_only } unknown_tools deny }"
+    runtime = Runtime(Journal.open(tmp_path / "journal.db"), registry)
+    try:
+        retried = runtime.start('plan p { step s { call ops.lookup() time 1s retry 1 } }', "p.plan",
+                                [("p.policy", policy)], run="r1")
+        report = runtime.advance(retried)
+        assert report.state == "succeeded", report
+        assert report.steps["s"]["state"] == "succeeded" and report.steps["s"]["attempts"] == 2
+        assert runtime.view(retried).results["s"] == {"attempt": 2}
+        calls.clear()
+        once = runtime.start('plan q { step s { call ops.lookup() time 1s } }', "q.plan", [("p.policy", policy)], run="r2")
+        report = runtime.advance(once)
+        assert report.steps["s"]["state"] == "failed" and "no answer within 1s" in runtime.view(once).reasons["s"]
+    finally:
+        release.set()

@@ -379,7 +379,11 @@ class Runtime:
                     step_id, call, _ = running.pop(future)
                     self.fault(step_id, "after_call")
                     self._finish(self.view(run), step_id, call, future.result())
-                left_behind += self._time_out(run, running)
+                abandoned = self._time_out(run, running)
+                if abandoned:  # their threads stay busy: later calls get fresh ones (`running` still counts)
+                    left_behind += abandoned
+                    pool.shutdown(wait=False)
+                    pool = ThreadPoolExecutor(max_workers=workers)
         finally:
             pool.shutdown(wait=not left_behind, cancel_futures=True)  # never wait on a timed-out call
         return self.report(run, self.view(run))
@@ -399,9 +403,10 @@ class Runtime:
     def _time_out(self, run: str, running: dict[Future, tuple[str, dict[str, Any], float]]) -> int:
         """Calls past their step's `time`: the step becomes `outcome_unknown` (the call may still
         take effect), to be settled by the tool's reconcile hook or by hand — never called again
-        blindly. The abandoned call's answer, if it ever comes, is not recorded. Returns how many
-        calls were abandoned. The run stays held until each abandoned call returns: it may still
-        take effect, so no other process may settle or repeat it meanwhile."""
+        blindly. A read-only call has no effect to repeat, so its timeout is a failed attempt
+        instead, retried if the step allows. The abandoned call's answer, if it ever comes, is not
+        recorded. Returns how many calls were abandoned. The run stays held until each abandoned
+        call returns: it may still take effect, so no other process may settle or repeat it meanwhile."""
         now = time.monotonic()
         abandoned = 0
         for future, (step_id, call, deadline) in list(running.items()):
@@ -409,10 +414,17 @@ class Runtime:
                 continue
             del running[future]
             future.add_done_callback(lambda _done, release=self._locks.pin(run): release())
-            step = _step(self.view(run).plan, step_id)
-            self.journal.append(run, "outcome_unknown", {"idempotency_key": call["idempotency_key"],
-                                                         "reason": f"no answer within {step.time.text}"},  # type: ignore[union-attr]
-                                step=step_id)
+            view = self.view(run)
+            step = _step(view.plan, step_id)
+            assert step is not None and step.call is not None and step.time is not None
+            reason = f"no answer within {step.time.text}"
+            if effective_risk(step, view.policy.match(step.call.tool)) == Risk.read_only:
+                self.journal.append(run, "attempt_failed", {"error": f"{reason} (a read-only call: no effect to "
+                                                                     f"settle)"}, step=step_id)
+                self._after_failure(view, step, reason)
+            else:
+                self.journal.append(run, "outcome_unknown", {"idempotency_key": call["idempotency_key"],
+                                                             "reason": reason}, step=step_id)
             abandoned += 1
         return abandoned
 
