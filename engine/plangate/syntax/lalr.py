@@ -85,8 +85,11 @@ class LalrDriver:
         terminals = root.scanner.terminals  # Lark's order, keywords already folded into NAME
         ignored = [t.pattern.to_regexp() for t in terminals if t.name in self.ignore]
         skip = "(?:" + "|".join(f"(?>{pattern})" for pattern in ignored) + ")*+"  # possessive: never gives back
-        alternatives = "|".join(f"(?P<{t.name}>{t.pattern.to_regexp()})" for t in terminals if t.name not in self.ignore)
-        self.master = re.compile(skip + "(?:" + alternatives + ")")
+        # Each alternative is marked by an empty group at its end (its name is `lastgroup`), so that
+        # it begins with the terminal's own first character or class, which the regex engine tests
+        # before entering the alternative; group 1 is the skipped text, so a token starts at `end(1)`.
+        alternatives = "|".join(f"(?:{t.pattern.to_regexp()})(?P<{t.name}>)" for t in terminals if t.name not in self.ignore)
+        self.master = re.compile("(" + skip + ")(?:" + alternatives + ")")
         self.trailer = re.compile(skip + r"\Z")
         self.keywords = {t.pattern.value: t.name for t in lark.terminals
                          if t.pattern.type == "str" and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", t.pattern.value)}
@@ -139,11 +142,12 @@ class LalrDriver:
             if found is None:
                 break
             kind = found.lastgroup
-            begin, position = found.span(kind)
+            position = found.end()
             row = actions[state]
             if kind in dropped:
                 token = _DROPPED
             else:
+                begin = found.end(1)
                 value = text[begin:position]
                 if kind == "NAME":
                     keyword = keywords.get(value)
