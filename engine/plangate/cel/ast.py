@@ -137,10 +137,18 @@ def map_children(expr: Expr, function: "Callable[[Expr], Expr]") -> Expr:
 def walk(expr: Expr) -> Iterator[Expr]:
     """Every node of `expr`, pre-order, without recursion (deep trees are allowed)."""
     stack = [expr]
+    pop, push = stack.pop, stack.append
     while stack:
-        node = stack.pop()
+        node = pop()
         yield node
-        stack.extend(reversed(_CHILDREN[type(node)](node)))
+        kind = type(node)  # the commonest kinds inline: walks run over every expression of a plan
+        if kind is Select:
+            push(node.operand)
+        elif kind is Binary:
+            push(node.right)
+            push(node.left)
+        elif kind is not Literal and kind is not Ident:
+            stack.extend(reversed(_CHILDREN[kind](node)))
 
 
 def root_ident(expr: Expr) -> Ident | None:
@@ -150,18 +158,46 @@ def root_ident(expr: Expr) -> Ident | None:
     return expr if isinstance(expr, Ident) else None
 
 
-def step_references(expr: Expr) -> Iterator[tuple[str, Span]]:
-    """Each `x.result…` in `expr`: the step id `x` and the span of the identifier."""
-    for node in walk(expr):
-        if isinstance(node, Select) and node.field == "result" and isinstance(node.operand, Ident):
-            yield node.operand.name, node.operand.span
+def step_references(expr: Expr) -> list[tuple[str, Span]]:
+    """Each `x.result…` in `expr` (in the order of `walk`): the step id `x` and the span of the
+    identifier. (`walk` spelled out: the graph calls this on every expression of a plan.)"""
+    found = []
+    stack = [expr]
+    pop, push = stack.pop, stack.append
+    while stack:
+        node = pop()
+        kind = type(node)
+        if kind is Select:
+            operand = node.operand
+            if node.field == "result" and type(operand) is Ident:
+                found.append((operand.name, operand.span))
+            push(operand)
+        elif kind is Binary:
+            push(node.right)
+            push(node.left)
+        elif kind is not Literal and kind is not Ident:
+            stack.extend(reversed(_CHILDREN[kind](node)))
+    return found
 
 
 def uses_bare_result(expr: Expr) -> Span | None:
-    """The span of the first bare `result` (the step's own result), if any."""
-    for node in walk(expr):
-        if isinstance(node, Ident) and node.name == "result":
-            return node.span
+    """The span of the first bare `result` (the step's own result) in the order of `walk`, if any.
+    (`walk` spelled out: the result-scope check calls this on most expressions of a plan.)"""
+    stack = [expr]
+    pop, push = stack.pop, stack.append
+    while stack:
+        node = pop()
+        kind = type(node)
+        if kind is Ident:
+            if node.name == "result":
+                return node.span
+        elif kind is Select:
+            push(node.operand)
+        elif kind is Binary:
+            push(node.right)
+            push(node.left)
+        elif kind is not Literal:
+            stack.extend(reversed(_CHILDREN[kind](node)))
     return None
 
 

@@ -95,6 +95,8 @@ class Duration:
 
     @classmethod
     def from_seconds(cls, seconds: int | float | Fraction) -> "Duration":
+        if type(seconds) is int:
+            return cls(seconds * NANOS_PER_SECOND)  # exact already: no fraction to round
         return cls(round(Fraction(seconds) * NANOS_PER_SECOND))
 
     @property

@@ -214,27 +214,16 @@ class _Checker:
         return DYN
 
     def check(self, expr: Expr) -> CelType:
-        if isinstance(expr, Literal):
-            return self.literal(expr)
-        if isinstance(expr, Ident):
-            return self.ident(expr)
-        if isinstance(expr, Select):
-            return self.select(self.operand(expr.operand), expr.field, expr)
-        if isinstance(expr, Index):
-            return self.index(expr)
-        if isinstance(expr, Call):
-            return self.call(expr)
-        if isinstance(expr, Unary):
-            return self.unary(expr)
-        if isinstance(expr, Binary):
-            return self.binary(expr)
-        if isinstance(expr, Conditional):
-            return self.conditional(expr)
-        if isinstance(expr, ListExpr):
-            return ListType(self.common(expr.items))
-        if isinstance(expr, MapExpr):
-            return self.map_literal(expr)
-        raise TypeError(f"not a CEL node: {expr!r}")
+        method = _CHECKS.get(type(expr))
+        if method is None:
+            raise TypeError(f"not a CEL node: {expr!r}")
+        return method(self, expr)
+
+    def selection(self, expr: Select) -> CelType:
+        return self.select(self.operand(expr.operand), expr.field, expr)
+
+    def list_literal(self, expr: ListExpr) -> CelType:
+        return ListType(self.common(expr.items))
 
     def common(self, items: tuple[Expr, ...]) -> CelType:
         """The joined type of `items` (`dyn` when empty or mixed)."""
@@ -250,8 +239,7 @@ class _Checker:
             return self.error(expr.span, f"`{expr.value}` is out of the range of `int`")
         if expr.kind == "uint" and not 0 <= expr.value <= UINT_MAX:  # type: ignore[operator]
             return self.error(expr.span, f"`{expr.value}u` is out of the range of `uint`")
-        return {"int": INT, "uint": UINT, "double": DOUBLE, "string": STRING, "bytes": BYTES,
-                "bool": BOOL, "null": NULL}[expr.kind]
+        return _LITERAL_TYPES[expr.kind]
 
     def ident(self, expr: Ident) -> CelType:
         found = self.env.get(expr.name)
@@ -488,10 +476,9 @@ class _Checker:
             if isinstance(left, ListType) and isinstance(right, ListType):
                 return ListType(join(left.element, right.element) or DYN)
         else:
-            results = {result for (first, second), result in _ARITHMETIC[op].items()
-                       if left in (first, DYN) and right in (second, DYN)}
-            if results:
-                return results.pop() if len(results) == 1 else DYN
+            result = _arithmetic_result(op, left, right)
+            if result is not None:
+                return result
         return self.error(expr.span, f"`{op}` cannot combine `{left}` and `{right}`",
                           help=_arithmetic_help(left, right))
 
@@ -523,6 +510,30 @@ class _Checker:
             key_type = this_key if key_type is None else (join(key_type, this_key) or DYN)
         value_type = self.common(tuple(value for _, value in expr.entries))
         return MapType(key_type or DYN, value_type)
+
+
+# The method that types each kind of node (dispatch on the node's class).
+_CHECKS = {Literal: _Checker.literal, Ident: _Checker.ident, Select: _Checker.selection, Index: _Checker.index,
+           Call: _Checker.call, Unary: _Checker.unary, Binary: _Checker.binary, Conditional: _Checker.conditional,
+           ListExpr: _Checker.list_literal, MapExpr: _Checker.map_literal}
+
+_LITERAL_TYPES = {"int": INT, "uint": UINT, "double": DOUBLE, "string": STRING, "bytes": BYTES, "bool": BOOL,
+                  "null": NULL}
+
+_ARITHMETIC_RESULTS: dict[tuple[str, CelType, CelType], CelType | None] = {}
+
+
+def _arithmetic_result(op: str, left: CelType, right: CelType) -> CelType | None:
+    """The type of `left op right` by `_ARITHMETIC` (a `dyn` side matches any entry; several
+    results make `dyn`), None when no entry fits; remembered per operator and operand types."""
+    key = (op, left, right)
+    if key not in _ARITHMETIC_RESULTS:
+        results = {result for (first, second), result in _ARITHMETIC[op].items()
+                   if left in (first, DYN) and right in (second, DYN)}
+        if len(_ARITHMETIC_RESULTS) >= 4096:  # operand types nest without bound: keep the memo small
+            _ARITHMETIC_RESULTS.clear()
+        _ARITHMETIC_RESULTS[key] = (results.pop() if len(results) == 1 else DYN) if results else None
+    return _ARITHMETIC_RESULTS[key]
 
 
 def _a(cel_type: CelType) -> str:

@@ -42,7 +42,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
-from typing import Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from plangate.budget import Loads, Schedule, graham_bound, list_schedule, critical_path
 from plangate.cel.ast import to_source
@@ -359,18 +359,18 @@ def _execution_notes(report: Report, finding: Finding) -> list[str]:
     figure = finding.bound.figure
     notes = []
     if figure == "time" and finding.schedule is None:
-        notes.append("critical path: " + _listed([_time_charge(loads, i) for i in worst.path], " → ")
+        notes.append("critical path: " + _listed(worst.path, " → ", lambda i: _time_charge(loads, i))
                      + f" = {_duration(worst.lower)}")
     elif finding.schedule is not None:
-        entries = [f"`{loads.steps[i]}` {_duration(start)}–{_duration(end)}" for i, start, end in finding.schedule.starts]
         notes.append(f"schedule with {finding.workers} at a time, ready steps started in plan order: "
-                     + _listed(entries, ", "))
+                     + _listed(finding.schedule.starts, ", ",
+                               lambda start: f"`{loads.steps[start[0]]}` {_duration(start[1])}–{_duration(start[2])}"))
     else:
         running = [i for i in range(len(loads)) if runs[i]]
         charge = (lambda i: loads.attempts[i] * loads.cost[i]) if figure == "cost" else (lambda i: loads.attempts[i])
         largest = sorted((i for i in running if loads.steps[i] not in report.excluded), key=lambda i: (-charge(i), i))
-        described = [_cost_charge(report, i) if figure == "cost" else _attempts(loads, i) for i in largest]
-        notes.append(f"worst case: {len(running)} of {len(loads)} steps run; " + _listed(described, ", "))
+        notes.append(f"worst case: {len(running)} of {len(loads)} steps run; " + _listed(
+            largest, ", ", (lambda i: _cost_charge(report, i)) if figure == "cost" else (lambda i: _attempts(loads, i))))
     notes.extend(_branch_notes(report, runs, worst))
     assumed = branches.assumed(runs)
     if assumed:
@@ -381,10 +381,12 @@ def _execution_notes(report: Report, finding: Finding) -> list[str]:
     return notes
 
 
-def _listed(items: list[str], separator: str) -> str:
+def _listed(items: Sequence[Any], separator: str, describe: Callable[[Any], str] = str) -> str:
+    """The items described and joined, the first `LISTED` only when there are more (only those
+    shown are described: a long plan lists thousands)."""
     if len(items) <= LISTED + 1:
-        return separator.join(items)
-    return separator.join(items[:LISTED]) + f"{separator}… and {len(items) - LISTED} more"
+        return separator.join(describe(item) for item in items)
+    return separator.join(describe(item) for item in items[:LISTED]) + f"{separator}… and {len(items) - LISTED} more"
 
 
 def _attempts(loads: Loads, index: int) -> str:
@@ -422,16 +424,19 @@ def _branch_notes(report: Report, runs: Sequence[bool], worst: Worst) -> list[st
         fires = guard.step in component.patterns[worst.choice[guard.component]]
         if len(component.guards) == 1 and fires:
             continue  # an independent condition that holds says nothing of interest
+        if fires and runs[index]:
+            taken.append(guard)
+        elif not fires:
+            skipped.append(guard)
+
+    def described(guard: Any) -> str:
         shown = "" if guard.opaque else ", ".join(  # an opaque condition's model values decide nothing
             f"`{path}` = {value_source(values[path])}" for path in guard.paths if path in values)
-        because = f" (`{to_source(guard.condition)}`" + (f" with {shown})" if shown else ")")
-        if fires and runs[index]:
-            taken.append(f"`{guard.step}`{because}")
-        elif not fires:
-            skipped.append(f"`{guard.step}`{because}")
+        return f"`{guard.step}` (`{to_source(guard.condition)}`" + (f" with {shown})" if shown else ")")
+
     notes = []
     if taken:
-        notes.append("conditions that hold: " + _listed(taken, "; "))
+        notes.append("conditions that hold: " + _listed(taken, "; ", described))
     if skipped:
-        notes.append("conditions that do not hold (so those steps are skipped): " + _listed(skipped, "; "))
+        notes.append("conditions that do not hold (so those steps are skipped): " + _listed(skipped, "; ", described))
     return notes

@@ -37,8 +37,13 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
         base[name] = DYN
     base.setdefault("result", DYN)  # out-of-scope uses are `result-out-of-scope`, not a type error
     for step in ctx.graph.steps.values():
+        hidden_by_scope: dict[bool, frozenset[str]] = {}  # made on first need: `dangling` may be large
         for clause, expr in _expressions(step):
-            hidden = dangling | {step.id} | (frozenset() if clause in _OWN_RESULT else {"result"})
+            own_result = clause in _OWN_RESULT
+            hidden = hidden_by_scope.get(own_result)
+            if hidden is None:
+                hidden = dangling | {step.id} | (frozenset() if own_result else {"result"})
+                hidden_by_scope[own_result] = hidden
             result_type, problems = check_types(expr, base, hidden)
             yield from problems
             if problems:
@@ -71,13 +76,16 @@ def constant_errors(expr: cel.Expr) -> Iterator[Diagnostic]:
 def _constant_parts(expr: cel.Expr) -> Iterator[cel.Expr]:
     """The maximal parts of `expr` that read no name, except literals (which cannot fail), and
     except under `&&`, `||`, a conditional's branches and macros, which may absorb an error."""
-    constant = _constant_nodes(expr)
+    if not _has_constant_composite(expr):
+        return  # every part that reads no name is a literal
+    constant = _constant_composites(expr)
     stack = [expr]
     while stack:
         node = stack.pop()
+        if isinstance(node, cel.Literal):
+            continue
         if id(node) in constant:
-            if not isinstance(node, cel.Literal):
-                yield node
+            yield node
             continue
         if isinstance(node, cel.Binary) and node.op in ("&&", "||"):
             continue  # either side's error may be absorbed by the other
@@ -89,12 +97,41 @@ def _constant_parts(expr: cel.Expr) -> Iterator[cel.Expr]:
         stack.extend(reversed(cel.children(node)))
 
 
-def _constant_nodes(expr: cel.Expr) -> set[int]:
-    """The ids of the nodes of `expr` that read no name, in one pass: reversed pre-order visits
-    every node after all of its descendants."""
+def _has_constant_composite(expr: cel.Expr) -> bool:
+    """Whether a node of `expr` other than a literal reads no name: exactly when some such node has
+    only literals as children (a lowest one does). One pass, without building anything (most
+    expressions have none, and are done with here)."""
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind is cel.Literal or kind is cel.Ident:
+            continue
+        if kind is cel.Select:
+            if type(node.operand) is cel.Literal:
+                return True
+            stack.append(node.operand)
+        elif kind is cel.Binary:
+            if type(node.left) is cel.Literal and type(node.right) is cel.Literal:
+                return True
+            stack += (node.left, node.right)
+        else:
+            parts = cel.children(node)
+            if all(type(part) is cel.Literal for part in parts):
+                return True
+            stack += parts
+    return False
+
+
+def _constant_composites(expr: cel.Expr) -> set[int]:
+    """The ids of the nodes of `expr` other than literals that read no name, in one pass: reversed
+    pre-order visits every node after all of its descendants."""
     constant: set[int] = set()
     for node in reversed(list(cel.walk(expr))):
-        if not isinstance(node, cel.Ident) and all(id(child) in constant for child in cel.children(node)):
+        kind = type(node)
+        if kind is cel.Literal or kind is cel.Ident:
+            continue
+        if all(type(child) is cel.Literal or id(child) in constant for child in cel.children(node)):
             constant.add(id(node))
     return constant
 

@@ -4,7 +4,7 @@
 For each step, every `require` rule of the compiled policy is decided on the step's call: a rule
 applies when its `when` must or may hold on the runs where the step runs (decided with the solver
 where it reads values known only at run time, together with the step's own `when`, exactly as deny
-rules are: `rules.decide_for_step`; "may" counts, since the run may need it). Approvals: the required approvals are
+rules are: `rules.step_decisions`; "may" counts, since the run may need it). Approvals: the required approvals are
 merged per role (the most approvers, the shortest `within`); the plan must ask for each role with
 at least that many approvers and no longer `within` (a plan `approval` without `within` takes the
 policy's). A `check` covers a step when it depends on it directly. Each diagnostic says which rule
@@ -21,10 +21,8 @@ from plangate.checks.context import PlanContext
 from plangate.diagnostics import Diagnostic, Label, diagnostic
 from plangate.ir.nodes import ApprovalSpec, Step
 from plangate.policy.compiled import CompiledRequirement, describe_approval, format_seconds
-from plangate.policy.decide import evaluator_for
-from plangate.checks.rules import decide_for_step
+from plangate.checks.rules import step_decisions
 from plangate.checks.unreachable import constant_false
-from plangate.policy.facts import plan_facts, rule_activation
 
 
 @dataclass
@@ -42,21 +40,16 @@ def applicable(ctx: PlanContext) -> dict[str, list[tuple[CompiledRequirement, st
         return cached
     policy = ctx.policy
     assert policy is not None
-    evaluator = evaluator_for(policy)
-    result: dict[str, list[tuple[CompiledRequirement, str]]] = {}
-    for step_id, facts in plan_facts(ctx).items():
-        if facts.step.call is None:
-            continue
-        activation = rule_activation(facts, ctx.plan)
-        found = []
-        for requirement in policy.requirements:
-            if requirement.when is None:
+    decisions = step_decisions(ctx)
+    result: dict[str, list[tuple[CompiledRequirement, str]]] = {step_id: [] for step_id in decisions.steps_with_calls}
+    for requirement in policy.requirements:
+        if requirement.when is None:
+            for found in result.values():
                 found.append((requirement, "must"))
-                continue
-            verdict = decide_for_step(evaluator, requirement.when, facts, activation, ctx)
+            continue
+        for step_id, verdict in decisions.verdicts(requirement.when):
             if verdict.outcome != "never":
-                found.append((requirement, verdict.outcome))
-        result[step_id] = found
+                result[step_id].append((requirement, verdict.outcome))
     ctx.facts["requirements"] = result
     return result
 

@@ -13,6 +13,11 @@ computes from earlier results is reasoned about through that computation (`polic
 so a witness names the results themselves, under the premise that the computation evaluates (the
 call is made only when its arguments do: `"DROP " + g.result.name` is a string starting with
 "DROP" on every run that makes the call).
+
+Rules and requirements are decided through one `StepDecisions` per plan (`step_decisions(ctx)`):
+it skips the steps whose tool a condition's tool conjunct rejects (their verdict is "never") and
+decides a condition that reads only known, shared fields of the step (`step.risk`, `call.tool`…)
+once per distinct tuple of their values (`plangate.policy.relevance` says why both are exact).
 """
 
 from __future__ import annotations
@@ -24,7 +29,9 @@ from plangate.checks.context import PlanContext
 from plangate.diagnostics import Diagnostic, Label, diagnostic
 from plangate.policy.compiled import CompiledRule
 from plangate.policy.decide import StaticVerdict, evaluator_for
-from plangate.policy.facts import StepFacts, arguments_read, plan_facts, plan_record, rule_activation, symbolic
+from plangate.policy.facts import (STEP_FIELDS, StepFacts, arguments_read, plan_facts, plan_record, rule_activation,
+                                   symbolic)
+from plangate.policy.relevance import ToolFilter, condition_shape
 
 _STEP_NAMES = {"step", "call", "args"}
 
@@ -32,24 +39,18 @@ _STEP_NAMES = {"step", "call", "args"}
 def check(ctx: PlanContext) -> Iterator[Diagnostic]:
     policy = ctx.policy
     assert policy is not None
-    evaluator = evaluator_for(policy)
-    facts_by_step = plan_facts(ctx)
+    decisions = step_decisions(ctx)
     reported_runtime: set[str] = set()
-    activations = {step_id: rule_activation(facts, ctx.plan)
-                   for step_id, facts in facts_by_step.items() if facts.step.call is not None}
     for rule in policy.rules:
         roots = {node.name for node in cel.walk(rule.when) if isinstance(node, cel.Ident)}
         if not roots & _STEP_NAMES:
-            verdict = evaluator.verdict(rule.when, {"plan": plan_record(ctx.plan)}, unknown=False)
+            verdict = decisions.evaluator.verdict(rule.when, {"plan": plan_record(ctx.plan)}, unknown=False)
             if verdict.outcome == "must":
                 yield _fired(rule, None, ctx.plan.budget.span if ctx.plan.budget is not None else ctx.plan.id_span,
                              "must", None, f"plan `{ctx.plan.id}`")
             continue
-        for step_id, facts in facts_by_step.items():
-            step = facts.step
-            if step.call is None:
-                continue
-            verdict = decide_for_step(evaluator, rule.when, facts, activations[step_id], ctx)
+        for step_id, verdict in decisions.verdicts(rule.when):
+            step = decisions.facts[step_id].step
             if verdict.outcome in ("runtime", "unknown"):
                 if rule.name not in reported_runtime:
                     reported_runtime.add(rule.name)
@@ -63,6 +64,88 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
             if verdict.outcome in ("must", "may"):
                 yield _fired(rule, step.call.span, step.call.span, verdict.outcome, verdict.witness,
                              f"step `{step.id}`")
+
+
+_MISSING = object()  # a field the step record lacks (a condition reading it errs alike for every step)
+
+
+class StepDecisions:
+    """The verdicts of policy conditions for the steps of one plan that make a call, as
+    `decide_for_step` gives them, with the work it would repeat left out:
+
+    - a step whose tool the condition's tool filter rejects is left out: its verdict is "never";
+    - a condition that reads only shared fields (`ConditionShape.reads`) is decided for the first
+      step with given values of those fields (and given `failing`), and that verdict is reused for
+      every later step with the same values;
+    - each step's activation is built once, on first need, for all conditions.
+    """
+
+    def __init__(self, ctx: PlanContext) -> None:
+        assert ctx.policy is not None
+        self.ctx = ctx
+        self.evaluator = evaluator_for(ctx.policy)
+        self.facts = plan_facts(ctx)
+        self.steps_with_calls = [step_id for step_id, facts in self.facts.items() if facts.step.call is not None]
+        self._position = {step_id: index for index, step_id in enumerate(self.steps_with_calls)}
+        self._by_tool: dict[str, list[str]] = {}
+        for step_id in self.steps_with_calls:
+            self._by_tool.setdefault(self.facts[step_id].step.call.tool, []).append(step_id)  # type: ignore[union-attr]
+        self._activations: dict[str, dict[str, Any]] = {}
+        self._read_values: dict[tuple[tuple[str, str], ...], dict[str, tuple[Any, ...]]] = {}
+
+    def verdicts(self, condition: cel.Expr) -> Iterator[tuple[str, StaticVerdict]]:
+        """`(step id, decide_for_step(condition))` in plan order for each step with a call, except
+        those whose verdict is "never" by the condition's tool filter."""
+        shape = condition_shape(condition)
+        step_ids = self.steps_with_calls if shape.tools is None else self._admitted(shape.tools)
+        if shape.reads is None:
+            for step_id in step_ids:
+                yield step_id, self._decide(condition, step_id)
+            return
+        values = self._values(shape.reads)
+        decided: dict[tuple[Any, ...], StaticVerdict] = {}
+        for step_id in step_ids:
+            verdict = decided.get(values[step_id])
+            if verdict is None:
+                verdict = decided[values[step_id]] = self._decide(condition, step_id)
+            yield step_id, verdict
+
+    def _decide(self, condition: cel.Expr, step_id: str) -> StaticVerdict:
+        activation = self._activations.get(step_id)
+        if activation is None:
+            activation = self._activations[step_id] = rule_activation(self.facts[step_id], self.ctx.plan)
+        return decide_for_step(self.evaluator, condition, self.facts[step_id], activation, self.ctx)
+
+    def _admitted(self, tools: ToolFilter) -> list[str]:
+        """The steps whose tool `tools` admits, in plan order."""
+        groups = [steps for tool, steps in self._by_tool.items() if tools.admits(tool)]
+        if len(groups) == len(self._by_tool):
+            return self.steps_with_calls
+        return sorted((step_id for steps in groups for step_id in steps), key=self._position.__getitem__)
+
+    def _values(self, reads: tuple[tuple[str, str], ...]) -> dict[str, tuple[Any, ...]]:
+        """Per step: whether its call can never be made (then nothing fires for it), and the values of
+        the `step` fields in `reads` (`call.tool` is `step.tool`), floats by their exact bits (0.0 and
+        -0.0 print differently)."""
+        found = self._read_values.get(reads)
+        if found is None:
+            fields = [STEP_FIELDS.get(field) for _variable, field in reads]
+            found = {}
+            for step_id in self.steps_with_calls:
+                facts = self.facts[step_id]
+                parts = [_MISSING if value is None else value(facts) for value in fields]
+                found[step_id] = (bool(facts.failing), *(part.hex() if isinstance(part, float) else part
+                                                         for part in parts))
+            self._read_values[reads] = found
+        return found
+
+
+def step_decisions(ctx: PlanContext) -> StepDecisions:
+    """The plan's `StepDecisions`, made once and kept in `ctx.facts` for the rules and requirements."""
+    decisions = ctx.facts.get("decisions")
+    if decisions is None:
+        decisions = ctx.facts["decisions"] = StepDecisions(ctx)
+    return decisions
 
 
 def decide_for_step(evaluator: Any, when: cel.Expr, facts: StepFacts, activation: dict[str, Any],

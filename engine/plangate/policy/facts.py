@@ -13,7 +13,7 @@ becomes `step.args.name`, typed by the tool's argument schema (or `dyn`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from plangate.cel import ast as cel
 from plangate.ir.nodes import Plan, Risk, Step, ToolCall
@@ -64,13 +64,15 @@ def step_facts(step: Step, policy: CompiledPolicy | None) -> StepFacts:
         effective_risk=effective_risk(step, entry),
     )
     if step.call is not None:
-        facts.args = static_arguments(step.id, step.call, entry)
-        facts.unknown_args = any(isinstance(value, _unknown_type()) for value in facts.args.values())
-        facts.computed = {argument.name: argument.value for argument in step.call.args
-                          if depends_on_results(argument.value) and result_path(argument.value) is None}
-        facts.failing = tuple(argument.name for argument in step.call.args  # a constant is an `Unknown` only if it fails
-                              if not depends_on_results(argument.value)
-                              and isinstance(facts.args.get(argument.name), _unknown_type()))
+        arguments = step.call.args
+        depends = [depends_on_results(argument.value) for argument in arguments]
+        unknown = _unknown_type()
+        facts.args = static_arguments(step.id, step.call, entry, depends)
+        facts.unknown_args = any(isinstance(value, unknown) for value in facts.args.values())
+        facts.computed = {argument.name: argument.value for argument, reads in zip(arguments, depends)
+                          if reads and result_path(argument.value) is None}
+        facts.failing = tuple(argument.name for argument, reads in zip(arguments, depends)  # a constant is an
+                              if not reads and isinstance(facts.args.get(argument.name), unknown))  # `Unknown` only if it fails
     return facts
 
 
@@ -131,16 +133,21 @@ def _argument_name(node: cel.Expr) -> str | None:
 
 
 
-def static_arguments(step_id: str, call: ToolCall, entry: CatalogueEntry | None) -> dict[str, Any]:
+def static_arguments(step_id: str, call: ToolCall, entry: CatalogueEntry | None,
+                     depends: list[bool] | None = None) -> dict[str, Any]:
+    """The arguments' values before the run (see the module's docstring); `depends`: whether each
+    argument depends on results (`depends_on_results`), when the caller knows already."""
     from plangate.cel.evaluate import CelError, compile_expr
     from plangate.smt.decide import Unknown
 
     types = {spec.name: spec.type for spec in (entry.args or ())} if entry is not None else {}
     values: dict[str, Any] = {}
-    for argument in call.args:
+    if depends is None:
+        depends = [depends_on_results(argument.value) for argument in call.args]
+    for argument, reads in zip(call.args, depends):
         expr = argument.value
         kind = UNKNOWN_TYPES.get(types.get(argument.name, ""), "dyn")
-        if depends_on_results(expr):
+        if reads:
             path = result_path(expr)
             values[argument.name] = Unknown(path or f"{step_id}.args.{argument.name}", kind)
             continue
@@ -150,6 +157,8 @@ def static_arguments(step_id: str, call: ToolCall, entry: CatalogueEntry | None)
 
 
 def depends_on_results(expr: cel.Expr) -> bool:
+    if isinstance(expr, cel.Literal):
+        return False
     return any(isinstance(node, cel.Ident) for node in cel.walk(expr))
 
 
@@ -186,25 +195,39 @@ def plan_record(plan: Plan) -> dict[str, Any]:
     return {"id": plan.id, "version": plan.version or 0, "budget": budget}
 
 
-def rule_activation(facts: StepFacts, plan: Plan, args: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The CEL environment in which rules and requirements are decided for one step's call."""
-    from plangate.cel.evaluate import Duration
-
-    step = facts.step
+def rule_activation(facts: StepFacts, plan: Plan, args: dict[str, Any] | None = None,
+                    record: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The CEL environment in which rules and requirements are decided for one step's call
+    (`record`: the step's `step_record`, when the caller has it already)."""
     call_args = facts.args if args is None else args
-    tool = step.call.tool if step.call is not None else ""
+    record = step_record(facts) if record is None else record
     activation: dict[str, Any] = {risk.name: int(risk) for risk in Risk}
-    activation["step"] = {
-        "id": step.id,
-        "kind": step.kind,
-        "tool": tool,
-        "risk": int(facts.effective_risk),
-        "retry": step.retry,
-        "cost": float(step.cost.high.amount) if step.cost is not None else 0.0,
-        "time": Duration.from_seconds(step.time.seconds if step.time is not None else 0),
-        "conditional": step.when is not None,
-    }
-    activation["call"] = {"tool": tool, "args": call_args}
+    activation["step"] = record
+    activation["call"] = {"tool": record["tool"], "args": call_args}
     activation["args"] = call_args
     activation["plan"] = plan_record(plan)
     return activation
+
+
+def step_record(facts: StepFacts) -> dict[str, Any]:
+    """`step` in the CEL environment of rules: what is known of the step before the run."""
+    return {name: value(facts) for name, value in STEP_FIELDS.items()}
+
+
+def _step_time(facts: StepFacts) -> Any:
+    from plangate.cel.evaluate import Duration
+
+    return Duration.from_seconds(facts.step.time.seconds if facts.step.time is not None else 0)
+
+
+# The fields of `step_record`, each computed from the step's facts alone.
+STEP_FIELDS: dict[str, Callable[[StepFacts], Any]] = {
+    "id": lambda facts: facts.step.id,
+    "kind": lambda facts: facts.step.kind,
+    "tool": lambda facts: facts.step.call.tool if facts.step.call is not None else "",
+    "risk": lambda facts: int(facts.effective_risk),
+    "retry": lambda facts: facts.step.retry,
+    "cost": lambda facts: float(facts.step.cost.high.amount) if facts.step.cost is not None else 0.0,
+    "time": _step_time,
+    "conditional": lambda facts: facts.step.when is not None,
+}
