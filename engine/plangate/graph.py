@@ -17,12 +17,11 @@ build a networkx graph to find every strongly connected component with more than
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import heapq
 
 from plangate.cel.ast import Expr, step_references
-from plangate.ir.nodes import Plan, Step, ToolCall
+from plangate.ir.nodes import Plan, Step
 from plangate.source import Span
 
 
@@ -103,22 +102,18 @@ class PlanGraph:
         return found
 
 
-def step_expressions(step: Step) -> Iterator[tuple[str, Expr]]:
-    """Every expression of a step with the clause it stands in."""
-    for name, call in (("call", step.call), ("rollback", step.rollback)):
-        if call is not None:
-            yield from ((name, argument.value) for argument in call.args)
+def step_expressions(step: Step) -> list[tuple[str, Expr]]:
+    """Every expression of a step with the clause it stands in: call arguments, rollback arguments,
+    `when`, `idempotency`, `expect`s (a list: the graph and the checks ask for every step's)."""
+    found = [("call", argument.value) for argument in step.call.args] if step.call is not None else []
+    if step.rollback is not None:
+        found += [("rollback", argument.value) for argument in step.rollback.args]
     if step.when is not None:
-        yield "when", step.when
+        found.append(("when", step.when))
     if step.idempotency is not None:
-        yield "idempotency", step.idempotency
-    for expectation in step.expects:
-        yield "expect", expectation.expr
-
-
-def call_expressions(call: ToolCall | None) -> Iterator[Expr]:
-    if call is not None:
-        yield from (argument.value for argument in call.args)
+        found.append(("idempotency", step.idempotency))
+    found += [("expect", expectation.expr) for expectation in step.expects]
+    return found
 
 
 def build_graph(plan: Plan) -> PlanGraph:

@@ -151,8 +151,8 @@ def _nullable(cel_type: CelType) -> bool:
 
 def comparable(left: CelType, right: CelType) -> bool:
     """Whether `==` may compare values of the two types (numbers across kinds, `dyn` with anything)."""
-    if left == DYN or right == DYN or left == right:
-        return True
+    if left is DYN or right is DYN or left is right or left == DYN or right == DYN or left == right:
+        return True  # (the identities first: they are the common case, and cheaper than `==`)
     if left in _NUMERIC and right in _NUMERIC:
         return True
     if left == NULL or right == NULL:
@@ -220,7 +220,17 @@ class _Checker:
         return method(self, expr)
 
     def selection(self, expr: Select) -> CelType:
-        return self.select(self.operand(expr.operand), expr.field, expr)
+        """`a.b.c`: the chain's root, then each field from the innermost out (iteratively: one
+        call per link, not a dispatch and an `operand` per link)."""
+        links = [expr]
+        root = expr.operand
+        while type(root) is Select:
+            links.append(root)
+            root = root.operand
+        selected = self.operand(root)
+        for link in reversed(links):
+            selected = self.select(selected, link.field, link)
+        return selected
 
     def list_literal(self, expr: ListExpr) -> CelType:
         return ListType(self.common(expr.items))
@@ -288,9 +298,7 @@ class _Checker:
 
     # ---------------------------------------------------------------------- selection
     def select(self, operand: CelType, field: str, expr: Expr) -> CelType:
-        if operand == DYN:
-            return DYN
-        if isinstance(operand, RecordType):
+        if isinstance(operand, RecordType):  # (a record is never `dyn`: asked first, it saves a comparison)
             found = operand.field_type(field)
             if found is not None:
                 return found
@@ -302,6 +310,8 @@ class _Checker:
                 return DYN
             return self.error(expr.span, f"`{operand.name}` has no field `{field}`",
                               help=did_you_mean(field, names) or _listing("its fields are", names))
+        if operand == DYN:
+            return DYN
         if isinstance(operand, MapType):
             if operand.key in (STRING, DYN):
                 return operand.value

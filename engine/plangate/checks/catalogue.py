@@ -14,11 +14,15 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
+from plangate.cel import ast as cel
+from plangate.cel.evaluate import CelError, Duration, Timestamp, Uint, parse_duration, parse_timestamp, value_source
+from plangate.cel.types import DYN, INT, ListType, MapType, Primitive, check_types
 from plangate.checks.context import PlanContext
 from plangate.diagnostics import Diagnostic, Label, Severity, diagnostic
 from plangate.ir.nodes import Risk, Step, ToolCall
 from plangate.policy.compiled import CatalogueEntry, CompiledPolicy
 from plangate.policy.facts import plan_facts, static_arguments
+from plangate.smt.encode import Unknown
 from plangate.suggest import closest
 
 
@@ -103,8 +107,6 @@ def typed_arguments(entry: CatalogueEntry | None, args: dict[str, Any]) -> dict[
     """Concrete arguments as the rules see them: a string where the entry declares a `duration` or
     a `timestamp` becomes one when it reads as one. A tool receives such a value as its text
     (`"30m"`), so the gate's callers and the runtime hold it so; a rule compares durations."""
-    from plangate.cel.evaluate import CelError, parse_duration, parse_timestamp
-
     declared = {spec.name: spec.type for spec in entry.args} if entry is not None and entry.args else {}
     typed: dict[str, Any] = {}
     for name, value in args.items():
@@ -140,9 +142,6 @@ def argument_problems(tool: str, entry: CatalogueEntry | None, args: dict[str, A
 def type_problem(declared: str, value: Any, expr: Any) -> tuple[str, str | None] | None:
     """Why `value` (the argument's value before the run, an `Unknown` or a `CelError`) does not fit
     the declared type, and how to write it; None when it fits or is known only at run time."""
-    from plangate.cel.evaluate import CelError, Duration, Timestamp, Uint, parse_duration, parse_timestamp
-    from plangate.smt.decide import Unknown
-
     if declared == "dyn" or isinstance(value, CelError):
         return None  # anything goes; a constant that fails is a `cel-type-error` of its own
     if isinstance(value, Unknown):
@@ -182,9 +181,6 @@ _STATIC_NAMES = {"string", "int", "uint", "double", "bool", "bytes", "duration",
 
 def _static_problem(declared: str, expr: Any) -> tuple[str, str | None] | None:
     """An expression over results: its static type (results are `dyn`) must fit the declared one."""
-    from plangate.cel import ast as cel
-    from plangate.cel.types import DYN, INT, ListType, MapType, Primitive, check_types
-
     env = {node.name: DYN for node in cel.walk(expr) if isinstance(node, cel.Ident)}
     found, problems = check_types(expr, env)
     if problems or found == DYN:
@@ -205,8 +201,6 @@ def _article(name: str) -> str:
 
 
 def _describe(value: Any) -> str:
-    from plangate.cel.evaluate import Duration, Timestamp, Uint, value_source
-
     if isinstance(value, bool):
         return f"the bool `{str(value).lower()}`"
     if isinstance(value, str):

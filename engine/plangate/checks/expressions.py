@@ -23,6 +23,7 @@ from plangate.cel.evaluate import CelError, compile_expr
 from plangate.cel.types import BOOL, DYN, RecordType, check_types
 from plangate.checks.context import PlanContext
 from plangate.diagnostics import Diagnostic, diagnostic
+from plangate.graph import step_expressions
 
 _NEEDS_BOOL = ("when", "expect")
 _OWN_RESULT = ("expect", "idempotency", "rollback")
@@ -38,7 +39,7 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
     base.setdefault("result", DYN)  # out-of-scope uses are `result-out-of-scope`, not a type error
     for step in ctx.graph.steps.values():
         hidden_by_scope: dict[bool, frozenset[str]] = {}  # made on first need: `dangling` may be large
-        for clause, expr in _expressions(step):
+        for clause, expr in step_expressions(step):
             own_result = clause in _OWN_RESULT
             hidden = hidden_by_scope.get(own_result)
             if hidden is None:
@@ -151,10 +152,3 @@ def _innermost_failure(expr: cel.Expr) -> cel.Expr:
 
 def _short(text: str) -> str:
     return text if len(text) <= 60 else text[:57] + "…"
-
-
-def _expressions(step) -> Iterator[tuple[str, cel.Expr]]:
-    from plangate.graph import step_expressions
-
-    for clause, expr in step_expressions(step):
-        yield clause, expr

@@ -8,12 +8,11 @@ from typing import Iterator
 from plangate.cel.ast import uses_bare_result
 from plangate.checks.context import PlanContext
 from plangate.diagnostics import Diagnostic, diagnostic
-from plangate.graph import call_expressions
 
 
 def check(ctx: PlanContext) -> Iterator[Diagnostic]:
     for step in ctx.plan.steps:
-        places = [("call", expr) for expr in call_expressions(step.call)]
+        places = [("call", argument.value) for argument in step.call.args] if step.call is not None else []
         if step.when is not None:
             places.append(("when", step.when))
         for clause, expr in places:

@@ -27,8 +27,8 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
             yield diagnostic("unreachable-step", step.when.span, f"step `{step_id}` can never run: its `when` is always false",
                              help="remove the step or give it a real condition")
             continue
-        blocked_by = next((p for p in ctx.graph.predecessors(step_id)
-                           if p in never and ctx.graph.edges[(p, step_id)].kind == "reference"), None)
+        blocked_by = next((p for p in ctx.graph.pred[step_id]
+                           if p in never and ctx.graph.edges[(p, step_id)].kind == "reference"), None) if never else None
         if blocked_by is not None:
             never[step_id] = blocked_by
             yield diagnostic("unreachable-step", step.id_span,

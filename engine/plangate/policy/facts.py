@@ -16,8 +16,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from plangate.cel import ast as cel
+from plangate.cel.evaluate import CelError, Duration, compile_expr
 from plangate.ir.nodes import Plan, Risk, Step, ToolCall
 from plangate.policy.compiled import CatalogueEntry, CompiledPolicy
+from plangate.smt.encode import Unknown
 
 if TYPE_CHECKING:
     from plangate.checks.context import PlanContext
@@ -66,13 +68,12 @@ def step_facts(step: Step, policy: CompiledPolicy | None) -> StepFacts:
     if step.call is not None:
         arguments = step.call.args
         depends = [depends_on_results(argument.value) for argument in arguments]
-        unknown = _unknown_type()
         facts.args = static_arguments(step.id, step.call, entry, depends)
-        facts.unknown_args = any(isinstance(value, unknown) for value in facts.args.values())
+        facts.unknown_args = any(isinstance(value, Unknown) for value in facts.args.values())
         facts.computed = {argument.name: argument.value for argument, reads in zip(arguments, depends)
                           if reads and result_path(argument.value) is None}
         facts.failing = tuple(argument.name for argument, reads in zip(arguments, depends)  # a constant is an
-                              if not reads and isinstance(facts.args.get(argument.name), unknown))  # `Unknown` only if it fails
+                              if not reads and isinstance(facts.args.get(argument.name), Unknown))  # `Unknown` only if it fails
     return facts
 
 
@@ -84,8 +85,6 @@ def symbolic(condition: cel.Expr, facts: StepFacts) -> tuple[cel.Expr, dict[str,
     `has(…)` nothing is replaced: presence is about the argument, which the call always gives."""
     if not facts.computed or not (arguments_read(condition) & facts.computed.keys()):
         return condition, {}
-    from plangate.smt.decide import Unknown
-
     read: set[str] = set()
 
     def rebuild(node: cel.Expr) -> cel.Expr:
@@ -137,9 +136,6 @@ def static_arguments(step_id: str, call: ToolCall, entry: CatalogueEntry | None,
                      depends: list[bool] | None = None) -> dict[str, Any]:
     """The arguments' values before the run (see the module's docstring); `depends`: whether each
     argument depends on results (`depends_on_results`), when the caller knows already."""
-    from plangate.cel.evaluate import CelError, compile_expr
-    from plangate.smt.decide import Unknown
-
     types = {spec.name: spec.type for spec in (entry.args or ())} if entry is not None else {}
     values: dict[str, Any] = {}
     if depends is None:
@@ -174,16 +170,8 @@ def result_path(expr: cel.Expr) -> str | None:
     return None
 
 
-def _unknown_type() -> type:
-    from plangate.smt.decide import Unknown
-
-    return Unknown
-
-
 def plan_record(plan: Plan) -> dict[str, Any]:
     """`plan` in the CEL environment of rules: id, version and budget (amounts as doubles)."""
-    from plangate.cel.evaluate import Duration
-
     budget: dict[str, Any] = {}
     if plan.budget is not None:
         if plan.budget.cost is not None:
@@ -215,8 +203,6 @@ def step_record(facts: StepFacts) -> dict[str, Any]:
 
 
 def _step_time(facts: StepFacts) -> Any:
-    from plangate.cel.evaluate import Duration
-
     return Duration.from_seconds(facts.step.time.seconds if facts.step.time is not None else 0)
 
 

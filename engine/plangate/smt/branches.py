@@ -238,10 +238,9 @@ class Branches:
         sets: list[frozenset[str]] = []
         for step_id in self.loads.steps:
             own = {step_id} if step_id in self.guards else set()
-            inherited = [sets[self.position[p]] for p in graph.predecessors(step_id)
-                         if graph.edges[(p, step_id)].kind == "reference"]
-            blocked = next((p for p in graph.predecessors(step_id) if p in self.never
-                            and graph.edges[(p, step_id)].kind == "reference"), None)
+            references = [p for p in graph.pred[step_id] if graph.edges[(p, step_id)].kind == "reference"]
+            inherited = [sets[self.position[p]] for p in references]
+            blocked = next((p for p in references if p in self.never), None) if self.never else None
             if blocked is not None and step_id not in self.never:
                 self.never[step_id] = self.never[blocked]
             sets.append(empty.union(own, *inherited) if own or any(inherited) else empty)
