@@ -33,7 +33,8 @@ that schedule is over the bound: `budget-exceeded` with the schedule; if only Gr
 `budget-exceeded` as a warning — the plan cannot be proven to finish in time.
 
 `evaluate(ctx)` returns the findings with their witnesses as data (the tests replay them);
-`check(ctx)` renders them. The option `solver_time_bound` (seconds, default 5) bounds the one
+`check(ctx)` renders them (and skips the figures when there is no policy and the plan states no
+budget: nothing could be reported). The option `solver_time_bound` (seconds, default 5) bounds the one
 batch of solver work.
 """
 
@@ -91,6 +92,9 @@ class Report:
 
 
 def check(ctx: PlanContext) -> Iterator[Diagnostic]:
+    budget = ctx.plan.budget
+    if ctx.policy is None and (budget is None or (budget.cost is None and budget.time is None and budget.calls is None)):
+        return  # no bound to check and no catalogue caps to compare currencies with: `evaluate` finds nothing
     report = evaluate(ctx)
     yield from report.diagnostics
     for finding in report.findings:
@@ -172,11 +176,13 @@ def _loads(ctx: PlanContext) -> tuple[Loads, tuple[str, ...], str | None, int, l
         currency = limit.currency
     diagnostics: list[Diagnostic] = []
     excluded: list[str] = []
+    attempts: list[int] = []
     amounts: list[Decimal] = []
     seconds: list[int] = []
     entries: dict[str, CatalogueEntry | None] = {}
     for step_id in order:
         step = ctx.graph.steps[step_id]
+        attempts.append(step.retry + 1)
         entry = None
         if ctx.policy is not None and step.call is not None:
             if step.call.tool not in entries:
@@ -215,10 +221,13 @@ def _loads(ctx: PlanContext) -> tuple[Loads, tuple[str, ...], str | None, int, l
     scale = _scale(amounts + _bound_amounts(ctx))
     order_index = {step_id: index for index, step_id in enumerate(order)}
     pred = ctx.graph.pred
-    predecessors = tuple(tuple(sorted(order_index[p] for p in pred[step_id])) for step_id in order)
-    loads = Loads(tuple(order), tuple(ctx.graph.steps[s].retry + 1 for s in order),
-                  tuple(int(amount * scale) for amount in amounts), tuple(seconds), predecessors,
-                  tuple(position[s] for s in order))
+    predecessors = tuple(tuple(sorted([order_index[p] for p in pred[step_id]])) for step_id in order)
+    scaled: dict[Decimal, int] = {}  # amounts repeat: each distinct one scaled once
+    for amount in amounts:
+        if amount not in scaled:
+            scaled[amount] = int(amount * scale)
+    loads = Loads(tuple(order), tuple(attempts), tuple(scaled[amount] for amount in amounts), tuple(seconds),
+                  predecessors, tuple(position[s] for s in order))
     return loads, tuple(excluded), currency, scale, diagnostics
 
 
