@@ -127,8 +127,15 @@ def _approvals(step: Step, requirements: list[tuple[CompiledRequirement, str]]) 
                              labels=labels, notes=notes, help=f"add `approval by {wanted}`")
             continue
         if not same_role:
-            roles = ", ".join(f'"{spec.role}"' for spec in step.approvals)
-            yield diagnostic("approval-insufficient", step.approvals[0].span,
+            others = [spec for spec in step.approvals if spec.role not in needs]
+            if not others:  # every approval asked for serves another requirement: this one has none
+                asked = ", ".join(dict.fromkeys(f'"{spec.role}"' for spec in step.approvals))
+                yield diagnostic("approval-missing", step.id_span,
+                                 f"step `{step.id}` needs approval by {wanted}, and asks only for approval by role {asked}",
+                                 labels=labels, notes=notes, help=f"add `approval by {wanted}`")
+                continue
+            roles = ", ".join(f'"{spec.role}"' for spec in others)
+            yield diagnostic("approval-insufficient", others[0].span,
                              f"step `{step.id}` asks for approval by role {roles}, but role \"{need.role}\" must approve",
                              labels=labels, notes=notes, help=f"add `approval by {wanted}`")
             continue
