@@ -1,12 +1,16 @@
 """Shortcuts the static checks take must not change what they report: the budget check skips its
-figures when there is no policy and the plan states no budget, because `evaluate` then finds nothing."""
+figures when there is no policy and the plan states no budget, because `evaluate` then finds nothing;
+a constant argument that is a literal is read without compiling it."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from hypothesis import given, strategies as st
 
+from plangate.cel.ast import Binary, Literal
+from plangate.cel.evaluate import compile_expr, constant_value
 from plangate.checks import budget
 from plangate.checks.context import PlanContext
 from plangate.graph import build_graph
@@ -32,3 +36,19 @@ def test_budget_evaluation_finds_nothing_without_policy_or_budget(path: Path) ->
         report = budget.evaluate(ctx)
         assert report.diagnostics == [] and report.findings == []
         assert list(budget.check(PlanContext(plan=plan, graph=graph, policy=None))) == []
+
+
+_LITERALS = st.one_of(
+    st.integers(-(2 ** 70), 2 ** 70).map(lambda value: Literal(value, "int")),
+    st.integers(-5, 2 ** 70).map(lambda value: Literal(value, "uint")),
+    st.floats(allow_nan=False).map(lambda value: Literal(value, "double")),
+    st.text(max_size=4).map(lambda value: Literal(value, "string")),
+    st.binary(max_size=4).map(lambda value: Literal(value, "bytes")),
+    st.booleans().map(lambda value: Literal(value, "bool")),
+    st.just(Literal(None, "null")))
+
+
+@given(st.one_of(_LITERALS, st.builds(Binary, st.sampled_from(["+", "/", "=="]), _LITERALS, _LITERALS)))
+def test_constant_value_is_the_compiled_value(expr) -> None:
+    """`constant_value` skips compiling a closure for a literal; the value (or error) is the same."""
+    assert repr(constant_value(expr)) == repr(compile_expr(expr)({}))

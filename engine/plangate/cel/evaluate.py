@@ -199,6 +199,15 @@ def compile_expr(expr: Expr) -> Evaluator:
     return evaluate
 
 
+def constant_value(expr: Expr) -> object:
+    """`compile_expr(expr)({})`: the value of an expression that reads no name, or its `CelError`;
+    a literal's without compiling a closure (the checks ask for every constant argument of a plan)."""
+    if isinstance(expr, Literal):
+        value = _literal_value(expr)
+        return CelError(value.message) if isinstance(value, _Failure) else value
+    return compile_expr(expr)({})
+
+
 # ------------------------------------------------------------------------------------ values
 def type_name(value: object) -> str:
     """The CEL type of a value, as CEL writes it (`int`, `map`…); other Python types by class."""

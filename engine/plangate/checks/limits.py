@@ -63,8 +63,8 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
         if step.cost is not None and entry.cost_cap is not None:
             high = step.cost.high
             meets, currency = shared_currency(high.currency, entry.currency)
-            cap = money_text(entry.cost_cap, entry.currency)
             if not meets:
+                cap = money_text(entry.cost_cap, entry.currency)
                 yield currency_mismatch(high.span, f"step `{step.id}` costs", str(high), cap, entry.span)
             elif high.amount > entry.cost_cap:
                 yield diagnostic(

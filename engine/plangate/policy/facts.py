@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from plangate.cel import ast as cel
-from plangate.cel.evaluate import CelError, Duration, compile_expr
+from plangate.cel.evaluate import CelError, Duration, constant_value
 from plangate.ir.nodes import Plan, Risk, Step, ToolCall
 from plangate.policy.compiled import CatalogueEntry, CompiledPolicy
 from plangate.smt.encode import Unknown
@@ -147,7 +147,7 @@ def static_arguments(step_id: str, call: ToolCall, entry: CatalogueEntry | None,
             path = result_path(expr)
             values[argument.name] = Unknown(path or f"{step_id}.args.{argument.name}", kind)
             continue
-        value = compile_expr(expr)({})
+        value = constant_value(expr)
         values[argument.name] = Unknown(f"{step_id}.args.{argument.name}", kind) if isinstance(value, CelError) else value
     return values
 
