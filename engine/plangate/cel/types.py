@@ -205,7 +205,7 @@ class _Checker:
         """The type of a selection's operand: a selected-only record is fine here."""
         if isinstance(expr, Ident):
             found = self.env.get(expr.name)
-            if isinstance(found, RecordType) and found.selected_only:
+            if found is not None:  # what `ident` gives, but a selected-only record is no error here
                 return found
         return self.check(expr)
 
@@ -310,7 +310,7 @@ class _Checker:
                 return DYN
             return self.error(expr.span, f"`{operand.name}` has no field `{field}`",
                               help=did_you_mean(field, names) or _listing("its fields are", names))
-        if operand == DYN:
+        if operand is DYN or operand == DYN:
             return DYN
         if isinstance(operand, MapType):
             if operand.key in (STRING, DYN):
