@@ -395,3 +395,16 @@ def test_a_check_calling_an_uncatalogued_tool_says_why_it_counts_as_irreversible
                            [SourceFile("u.policy", "policy u { unknown_tools warn tool t.* { risk read_only } }")])
     (message,) = [d.message for d in result.diagnostics if d.name == "check-not-read-only"]
     assert message == "check `v` calls `mystery.tool`, which the catalogue does not list, so it counts as `irreversible`"
+
+
+def test_the_script_ends_a_reading_command_with_its_output_written(tmp_path) -> None:
+    """`console` ends a reading command with `os._exit`: everything must be written first."""
+    report = tmp_path / "report.json"
+    completed = subprocess.run([sys.executable, "-m", "plangate", "check", str(ROOT / "examples" / "deploy.plan"),
+                                "--policy", str(ROOT / "policies" / "baseline.policy"), "--format", "json",
+                                "--output", str(report)], capture_output=True, text=True, timeout=120)
+    assert completed.returncode == 0, completed.stderr
+    assert json.loads(report.read_text())["summary"] == {"errors": 0, "warnings": 0, "files": 1}
+    piped = subprocess.run([sys.executable, "-m", "plangate", "explain", "PG101"], capture_output=True, text=True,
+                           timeout=120)
+    assert piped.returncode == 0 and piped.stdout.startswith("## PG101 unknown-step") and piped.stdout.endswith("\n")

@@ -163,7 +163,7 @@ def test_wheel_contents(wheel: Path) -> None:
                      "plangate/grammar/plangate.lark", "plangate/docs/diagnostics.md"):
         assert required in names, f"the wheel lacks {required}"
     assert not any(name.startswith(("tests/", "engine/", "benchmarks/")) for name in names)
-    assert "plangate = plangate.cli:main" in scripts
+    assert "plangate = plangate.cli:console" in scripts
     assert f"Version: {__version__}" in metadata
     for dependency in ("lark", "pydantic", "networkx", "z3-solver", "cel-python"):
         assert f"Requires-Dist: {dependency}" in metadata

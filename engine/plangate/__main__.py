@@ -1,7 +1,5 @@
 """`python -m plangate …`: the same command line as the `plangate` script."""
 
-import sys
+from plangate.cli import console
 
-from plangate.cli import main
-
-sys.exit(main())
+console()
