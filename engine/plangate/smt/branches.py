@@ -237,26 +237,37 @@ class Branches:
         empty: frozenset[str] = frozenset()
         sets: list[frozenset[str]] = []
         for step_id in self.loads.steps:
-            own = {step_id} if step_id in self.guards else set()
             references = [p for p in graph.pred[step_id] if graph.edges[(p, step_id)].kind == "reference"]
-            inherited = [sets[self.position[p]] for p in references]
+            inherited = [sets[self.position[p]] for p in references if sets[self.position[p]]]
             blocked = next((p for p in references if p in self.never), None) if self.never else None
             if blocked is not None and step_id not in self.never:
                 self.never[step_id] = self.never[blocked]
-            sets.append(empty.union(own, *inherited) if own or any(inherited) else empty)
+            if step_id in self.guards:
+                sets.append(frozenset((step_id,)).union(*inherited))
+            elif len(inherited) == 1:
+                sets.append(inherited[0])  # one set inherited as it is (equal sets then share one object)
+            else:
+                sets.append(empty.union(*inherited))
         return sets
 
     def _requirements(self) -> dict[int, tuple[tuple[int, frozenset[str]], ...]]:
         """Per step with correlated guards: for each component, the guards it needs to fire."""
         needs: dict[int, tuple[tuple[int, frozenset[str]], ...]] = {}
+        by_set: dict[frozenset[str], tuple[tuple[int, frozenset[str]], ...]] = {}  # equal sets need the same
         for index, guard_set in enumerate(self.guard_sets):
-            by_component: dict[int, set[str]] = {}
-            for guard_id in guard_set:
-                guard = self.guards[guard_id]
-                if guard.kind == "symbolic":
-                    by_component.setdefault(guard.component, set()).add(guard_id)
-            if by_component:
-                needs[index] = tuple((component, frozenset(ids)) for component, ids in sorted(by_component.items()))
+            if not guard_set:
+                continue
+            found = by_set.get(guard_set)
+            if found is None:
+                by_component: dict[int, set[str]] = {}
+                for guard_id in guard_set:
+                    guard = self.guards[guard_id]
+                    if guard.kind == "symbolic":
+                        by_component.setdefault(guard.component, set()).add(guard_id)
+                found = by_set[guard_set] = tuple((component, frozenset(ids))
+                                                  for component, ids in sorted(by_component.items()))
+            if found:
+                needs[index] = found
         return needs
 
     # -- facts for explanations -------------------------------------------------------------
