@@ -57,28 +57,25 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
                                  help="compare it with something: `… == true`, `… > 0`")
 
 
-def constant_errors(expr: cel.Expr) -> Iterator[Diagnostic]:
+def constant_errors(expr: cel.Expr) -> list[Diagnostic]:
     """A `cel-type-error` for each maximal constant part of `expr` that fails on every run."""
-    root = expr
-    while isinstance(root, cel.Select):
-        root = root.operand
-    if isinstance(root, (cel.Literal, cel.Ident)) and (root is expr or isinstance(root, cel.Ident)):
-        return  # a literal, a name or a field path from a name: no constant part that can fail
+    if not _has_constant_composite(expr):
+        return []  # every part that reads no name is a literal, which cannot fail (the common case)
+    found = []
     for part in _constant_parts(expr):
         if isinstance(compile_expr(part)({}), CelError):
             culprit = _innermost_failure(part)
             message = compile_expr(culprit)({})
             assert isinstance(message, CelError)
-            yield diagnostic("cel-type-error", culprit.span,
-                             f"`{_short(cel.to_source(culprit))}` always fails: {message.message}",
-                             help="this part reads no value of the run, so it fails on every run")
+            found.append(diagnostic("cel-type-error", culprit.span,
+                                    f"`{_short(cel.to_source(culprit))}` always fails: {message.message}",
+                                    help="this part reads no value of the run, so it fails on every run"))
+    return found
 
 
 def _constant_parts(expr: cel.Expr) -> Iterator[cel.Expr]:
     """The maximal parts of `expr` that read no name, except literals (which cannot fail), and
     except under `&&`, `||`, a conditional's branches and macros, which may absorb an error."""
-    if not _has_constant_composite(expr):
-        return  # every part that reads no name is a literal
     constant = _constant_composites(expr)
     stack = [expr]
     while stack:
@@ -101,7 +98,7 @@ def _constant_parts(expr: cel.Expr) -> Iterator[cel.Expr]:
 def _has_constant_composite(expr: cel.Expr) -> bool:
     """Whether a node of `expr` other than a literal reads no name: exactly when some such node has
     only literals as children (a lowest one does). One pass, without building anything (most
-    expressions have none, and are done with here)."""
+    expressions have none, and need no more of `constant_errors`)."""
     stack = [expr]
     while stack:
         node = stack.pop()
