@@ -269,6 +269,16 @@ def _specialise(callback: Callable, size: int) -> Callable:
             first, second = picked
             return lambda children: builder([children[first], children[second]])
         return lambda children: builder([children[index] for index in picked])
+    if builder is None and append_none == 0 and len(to_include) == 2 and to_include[0] == (0, True, 0) \
+            and not any(to_include[1][1:]):
+        added = to_include[1][0]
+
+        def grow(children: list) -> Any:  # a left-recursive repetition, one item longer: in place
+            items = children[0]
+            items.append(children[added])
+            return items
+
+        return grow
     make = _Spliced if builder is None else list
 
     def select(children: list) -> Any:
