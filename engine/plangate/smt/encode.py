@@ -26,7 +26,9 @@ Invariants:
   int (an int argument passed as `n: x.result.n`) or taking part in int arithmetic, it stays a
   real constant asserted whole (`is_int`) and reads as `(to_int x)` where an int is needed, so
   `x.result.n > 0` guards `args.n < 0`; double arithmetic fixes it (or a value of no sort yet) as
-  a double, and negation makes a value of no sort yet a number of either kind. A witness shows a
+  a double, and negation, or `+ - *` with other values of no sort yet, makes a value of no sort yet
+  a number of either kind (reals hold every int and double outcome; `/` and `%` there are outside
+  the subset, as a real quotient is not an int one). A witness shows a
   number as a double when it met a double, and a value compared with a `duration("…")` literal
   (seconds to the solver) as a duration. A `dyn` value
   that meets a second sort raises `Unsupported` ("used inconsistently"), as does anything outside
@@ -348,6 +350,10 @@ class Encoder:
         """path → value for every present variable: the model's value; {} for a map whose fields
         were asked about; None for a field only known to be there."""
         witness: dict[str, object] = {}
+        # Values of one sort class meet in arithmetic, which takes one kind: if one of them needs a
+        # double, they all read as doubles (`3.5 * 2` is an error in CEL; `3.5 * 2.0` is not).
+        fractional = {id(variable.sort.find()) for variable in self.variables.values()
+                      if isinstance(model.get(variable.name), list) and model[variable.name][1] != 1}
         for variable in self.variables.values():
             if not self.present(variable, model) or (variable.parent is None and not variable.used):
                 continue
@@ -360,7 +366,8 @@ class Encoder:
             if isinstance(value, list):  # a real: a run-time number of unknown kind reads as an int if whole
                 number = Fraction(value[0], value[1])
                 root = variable.sort.find()
-                whole = number.denominator == 1 and (root.integral or not (root.declared or root.double))
+                whole = number.denominator == 1 and (root.integral or not (root.declared or root.double
+                                                                          or id(root) in fractional))
                 value = int(number) if whole else float(number)
                 if root.duration:
                     value = Duration.from_seconds(number)
@@ -570,7 +577,7 @@ class Encoder:
                 root.sort, root.number = "Real", True
             if root.number and not root.integral:  # a number of either kind: negation keeps its kind
                 return Term(f"(- {term.text})", term.sort, term.defined)
-            return self.arithmetic("-", 0.0 if root.sort == "Real" else 0, value)
+            return self.arithmetic("-", 0.0 if root.sort == "Real" and not root.integral else 0, value)
         return self.arithmetic("-", 0, value)
 
     def _binary(self, expr: Binary) -> object:
@@ -789,10 +796,32 @@ class Encoder:
         if not isinstance(left, SYMBOLIC) and not isinstance(right, SYMBOLIC):
             return concrete_arithmetic(op, left, right)
         a, b = self.term(left), self.term(right)
+        for mine, other in ((a, b), (b, a)):
+            kind, other_kind = _number_kind(mine.sort.find()), _number_kind(other.sort.find())
+            if kind is not None and kind[1] and other_kind is not None and other_kind[0] != kind[0]:
+                # A run-time value whose kind only its use fixed, meeting the other kind: at run time
+                # it is one or the other, and either way some use of it is an error; which one
+                # matters to the verdict, so the solver does not pick one.
+                raise Unsupported(f"{_named(mine.sort.find())} is used inconsistently: as an int and as a double")
         a = self.as_int_if_integral(a, b)
         b = self.as_int_if_integral(b, a)
         a = self.as_int_if_integral(a, b)
         ra, rb = a.sort.find(), b.sort.find()
+        if (ra.sort is None or _either_kind(ra)) and (rb.sort is None or _either_kind(rb)):
+            # Run-time values of no sort yet or numbers of either kind, with each other: numbers of
+            # one kind (CEL arithmetic takes one), either. Real arithmetic has every int and every
+            # double outcome of `+ - *` (overflow aside, which only removes runs that fire), so
+            # "never" and "must" hold for both kinds; a real quotient is not an int one.
+            if op in ("/", "%"):
+                raise Unsupported(f"`{op}` between values whose types are known only at run time")
+            for root in (ra, rb):
+                if root.sort is None:
+                    root.sort, root.number = "Real", True
+            if ra is not rb:
+                rb.parent = ra
+                ra.paths.extend(rb.paths)
+                ra.duration = ra.duration or rb.duration
+            return Term(f"({op} {a.text} {b.text})", a.sort, conj(a.defined, b.defined))
         if ra.sort == "Real" and rb.sort == "Real":
             for root in (ra, rb):
                 if root.number and not root.integral:
@@ -800,8 +829,6 @@ class Encoder:
         if ra.sort is not None and rb.sort is not None and ra.sort != rb.sort and ra.declared and rb.declared:
             return Error(f"no `{op}` between {SORT_NAMES[ra.sort]} and {SORT_NAMES[rb.sort]}")
         sort = self.unify(a.sort, b.sort, left if isinstance(left, Variable) else right)
-        if sort is None:
-            sort = self.unify(a.sort, self._fixed["Int"], left)
         if sort == "Real":  # double arithmetic takes doubles only: a run-time operand is a double
             for root in (a.sort.find(), b.sort.find()):
                 if not root.declared and not root.integral:
@@ -953,6 +980,29 @@ class Encoder:
         relation = f"({function} {b.text} {a.text})" if name != "contains" else f"({function} {a.text} {b.text})"
         defined = conj(a.defined, b.defined)
         return Cond(conj(defined, relation), conj(defined, neg(relation)))
+
+
+def _number_kind(root: SortClass) -> tuple[str, bool] | None:
+    """("int" or "double", whether only its use says so) for a number whose kind is fixed; None for
+    anything else (a number of either kind, a string…)."""
+    if root.sort == "Int":
+        return "int", False
+    if root.sort != "Real":
+        return None
+    if root.integral:
+        return "int", not root.declared
+    if not root.number:  # a declared double, or one that double arithmetic fixed
+        return "double", not root.declared
+    return None  # a number of either kind (`double` alone only says it met a double in a comparison)
+
+
+def _named(root: SortClass) -> str:
+    return f"`{root.paths[0]}`" if root.paths else "a value"
+
+
+def _either_kind(root: SortClass) -> bool:
+    """A run-time number not yet known to be an int or a double."""
+    return root.sort == "Real" and root.number and not (root.integral or root.double or root.declared)
 
 
 def _sort_name(sort: SortClass) -> str:
