@@ -137,43 +137,46 @@ class LalrDriver:
         depth = 0
         unary_run = 0
         position = 0
-        while True:  # one token per turn, until no terminal matches (the end of the text, or an error)
+        while True:  # one token per turn; at the end of the text, `$END`
             found = match(text, position)
             if found is None:
-                break
-            kind = found.lastgroup
-            position = found.end()
-            row = actions[state]
-            if kind in dropped:
-                token = _DROPPED
+                if self.trailer.match(text, position) is None:
+                    return GIVE_UP  # text that no terminal matches
+                kind, token, row = _END, None, actions[state]
             else:
-                begin = found.end(1)
-                value = text[begin:position]
-                if kind == "NAME":
-                    keyword = keywords.get(value)
-                    if keyword is not None and keyword in row:
-                        kind = keyword
-                    else:
-                        unary_run = 0
-                elif kind in _OPENERS:
-                    depth += _OPENERS[kind]
-                    if depth > max_nesting:
-                        return GIVE_UP
-                    unary_run = 0
-                elif kind in _UNARY:
-                    unary_run += 1
-                    if unary_run > max_nesting:
-                        return GIVE_UP
-                elif kind in _OPERANDS:
-                    unary_run = 0
+                kind = found.lastgroup
+                position = found.end()
+                row = actions[state]
                 if kind in dropped:
                     token = _DROPPED
                 else:
-                    token = new_token(Token, value)
-                    token.type = kind
-                    token.value = value
-                    token.start_pos = begin
-                    token.end_pos = position
+                    begin = found.end(1)
+                    value = text[begin:position]
+                    if kind == "NAME":
+                        keyword = keywords.get(value)
+                        if keyword is not None and keyword in row:
+                            kind = keyword
+                        else:
+                            unary_run = 0
+                    elif kind in _OPENERS:
+                        depth += _OPENERS[kind]
+                        if depth > max_nesting:
+                            return GIVE_UP
+                        unary_run = 0
+                    elif kind in _UNARY:
+                        unary_run += 1
+                        if unary_run > max_nesting:
+                            return GIVE_UP
+                    elif kind in _OPERANDS:
+                        unary_run = 0
+                    if kind in dropped:
+                        token = _DROPPED
+                    else:
+                        token = new_token(Token, value)
+                        token.type = kind
+                        token.value = value
+                        token.start_pos = begin
+                        token.end_pos = position
             action = row.get(kind)
             if action is None:
                 return GIVE_UP
@@ -192,32 +195,15 @@ class LalrDriver:
                     follow = chains[key] = self._follow(*key)
                 state, action = follow
                 states.append(state)
+                if state == end_state:  # only the start symbol leads there, only at `$END`
+                    return values[-1]
                 if action is None:
                     return GIVE_UP
+            if token is None:
+                return GIVE_UP  # `$END` is never shifted
             state = action
             states.append(state)
             values.append(token)
-        if self.trailer.match(text, position) is None:
-            return GIVE_UP  # text that no terminal matches
-        action = actions[state].get(_END)
-        while action is not None and action.__class__ is not int:  # reduce to the start symbol
-            size, callback, origin = action
-            if size:
-                children = values[-size:]
-                del states[-size:]
-                del values[-size:]
-            else:
-                children = []
-            values.append(callback(children))
-            key = (states[-1], origin, _END)
-            follow = chains.get(key)
-            if follow is None:
-                follow = chains[key] = self._follow(*key)
-            state, action = follow
-            states.append(state)
-            if state == end_state:
-                return values[-1]
-        return GIVE_UP  # the end of the text is never shifted
 
 
 class _Spliced(list):
