@@ -16,6 +16,7 @@ on well-formed input; `Lowering.diagnostics` collects what it finds for the curr
 from __future__ import annotations
 
 from decimal import Decimal, InvalidOperation
+from functools import partialmethod
 from typing import Any
 
 from lark import Token, Transformer
@@ -76,6 +77,10 @@ class Lowering(Transformer):
         start = first.start_pos if type(first) is Token else _start(first)  # the common case inline
         end = last.end_pos if type(last) is Token else _end(last)
         return _new_span(Span, (self.file, start, end))
+
+    def _through(self, keyword: Token, node: Any) -> Span:
+        """From a keyword token to the end of a node built from what follows it (`expect x > 1`)."""
+        return _new_span(Span, (self.file, keyword.start_pos, node.span.end))
 
     def _report(self, name: str, span: Span, message: str, **extra: Any) -> None:
         self.diagnostics.append(diagnostic(name, span, message, **extra))
@@ -242,7 +247,7 @@ class Lowering(Transformer):
 
     def budget_cost(self, children: list) -> _Clause:
         keyword, money = children
-        return _Clause("cost", money, self._span(keyword, money))
+        return _Clause("cost", money, self._through(keyword, money))
 
     def budget_time(self, children: list) -> _Clause:
         keyword, duration = children
@@ -297,11 +302,11 @@ class Lowering(Transformer):
 
     def call_clause(self, children: list) -> _Clause:
         keyword, call = children
-        return _Clause("call", call, self._span(keyword, call))
+        return _Clause("call", call, self._through(keyword, call))
 
     def rollback_clause(self, children: list) -> _Clause:
         keyword, call = children
-        return _Clause("rollback", call, self._span(keyword, call))
+        return _Clause("rollback", call, self._through(keyword, call))
 
     def risk_clause(self, children: list) -> _Clause:
         keyword, name = children
@@ -309,7 +314,8 @@ class Lowering(Transformer):
 
     def cost_clause(self, children: list) -> _Clause:
         keyword, money = children
-        return _Clause("cost", ir.CostRange.model_construct(low=money, high=money, span=money.span), self._span(keyword, money))
+        return _Clause("cost", ir.CostRange.model_construct(low=money, high=money, span=money.span),
+                       self._through(keyword, money))
 
     def cost_range_clause(self, children: list) -> _Clause:
         keyword, low, high = children
@@ -326,7 +332,7 @@ class Lowering(Transformer):
                          f"the range `{low.amount}..{high.amount}` is empty: its low end is above its high end",
                          help=f"did you mean `{high.amount}..{low.amount}`?")
         span = self._span(low, high)
-        return _Clause("cost", ir.CostRange.model_construct(low=low, high=high, span=span), self._span(keyword, high))
+        return _Clause("cost", ir.CostRange.model_construct(low=low, high=high, span=span), self._through(keyword, high))
 
     def time_clause(self, children: list) -> _Clause:
         keyword, duration = children
@@ -338,15 +344,15 @@ class Lowering(Transformer):
 
     def expect_clause(self, children: list) -> _Clause:
         keyword, expr = children
-        return _Clause("expect", expr, self._span(keyword, expr))
+        return _Clause("expect", expr, self._through(keyword, expr))
 
     def idempotency_clause(self, children: list) -> _Clause:
         keyword, expr = children
-        return _Clause("idempotency", expr, self._span(keyword, expr))
+        return _Clause("idempotency", expr, self._through(keyword, expr))
 
     def when_clause(self, children: list) -> _Clause:
         keyword, expr = children
-        return _Clause("when", expr, self._span(keyword, expr))
+        return _Clause("when", expr, self._through(keyword, expr))
 
     def approval_clause(self, children: list) -> _Clause:
         keyword, spec = children
@@ -380,8 +386,9 @@ class Lowering(Transformer):
                            span=Span(self.file, name_span.start, close.end_pos))
 
     def call_arg(self, children: list) -> ir.Argument:
-        name, value = children
-        return ir.Argument.model_construct(name=name.value, value=value, span=self._span(name, value))
+        name, value = children  # a NAME token and an expression
+        return ir.Argument.model_construct(name=name.value, value=value,
+                                           span=_new_span(Span, (self.file, name.start_pos, value.span.end)))
 
     def money(self, children: list) -> ir.Money:
         number, currency = children
@@ -443,7 +450,7 @@ class Lowering(Transformer):
 
     def tool_cost(self, children: list) -> _Clause:
         keyword, money = children
-        return _Clause("cost", money, self._span(keyword, money))
+        return _Clause("cost", money, self._through(keyword, money))
 
     def tool_time(self, children: list) -> _Clause:
         keyword, duration = children
@@ -542,7 +549,7 @@ class Lowering(Transformer):
 
     def test_call(self, children: list) -> _Clause:
         keyword, call = children
-        return _Clause("call", call, self._span(keyword, call))
+        return _Clause("call", call, self._through(keyword, call))
 
     def test_risk(self, children: list) -> _Clause:
         keyword, name = children
@@ -591,23 +598,25 @@ class Lowering(Transformer):
         return node
 
     def _binary(self, op: str, children: list) -> cel.Binary:
-        left, right = children
-        return self._checked(cel.Binary(op, left, right, self._span(left, right)))
+        left, right = children  # two expressions (the operator token is dropped)
+        span = _new_span(Span, (self.file, left.span.start, right.span.end))
+        node = cel.Binary(op, left, right, span)
+        return node if span.end - span.start <= MAX_EXPRESSION_DEPTH else self._checked(node)
 
-    def or_op(self, c: list) -> cel.Binary: return self._binary("||", c)
-    def and_op(self, c: list) -> cel.Binary: return self._binary("&&", c)
-    def eq_op(self, c: list) -> cel.Binary: return self._binary("==", c)
-    def ne_op(self, c: list) -> cel.Binary: return self._binary("!=", c)
-    def lt_op(self, c: list) -> cel.Binary: return self._binary("<", c)
-    def le_op(self, c: list) -> cel.Binary: return self._binary("<=", c)
-    def gt_op(self, c: list) -> cel.Binary: return self._binary(">", c)
-    def ge_op(self, c: list) -> cel.Binary: return self._binary(">=", c)
-    def in_op(self, c: list) -> cel.Binary: return self._binary("in", c)
-    def add_op(self, c: list) -> cel.Binary: return self._binary("+", c)
-    def sub_op(self, c: list) -> cel.Binary: return self._binary("-", c)
-    def mul_op(self, c: list) -> cel.Binary: return self._binary("*", c)
-    def div_op(self, c: list) -> cel.Binary: return self._binary("/", c)
-    def mod_op(self, c: list) -> cel.Binary: return self._binary("%", c)
+    or_op = partialmethod(_binary, "||")
+    and_op = partialmethod(_binary, "&&")
+    eq_op = partialmethod(_binary, "==")
+    ne_op = partialmethod(_binary, "!=")
+    lt_op = partialmethod(_binary, "<")
+    le_op = partialmethod(_binary, "<=")
+    gt_op = partialmethod(_binary, ">")
+    ge_op = partialmethod(_binary, ">=")
+    in_op = partialmethod(_binary, "in")
+    add_op = partialmethod(_binary, "+")
+    sub_op = partialmethod(_binary, "-")
+    mul_op = partialmethod(_binary, "*")
+    div_op = partialmethod(_binary, "/")
+    mod_op = partialmethod(_binary, "%")
 
     def conditional(self, children: list) -> cel.Conditional:
         condition, _question, then, otherwise = children
@@ -624,8 +633,10 @@ class Lowering(Transformer):
         return self._checked(cel.Unary("-", operand, self._span(minus, operand)))
 
     def select(self, children: list) -> cel.Select:
-        operand, name = children
-        return self._checked(cel.Select(operand, name.value, self._span(operand, name)))
+        operand, name = children  # an expression and a NAME token
+        span = _new_span(Span, (self.file, operand.span.start, name.end_pos))
+        node = cel.Select(operand, name.value, span)
+        return node if span.end - span.start <= MAX_EXPRESSION_DEPTH else self._checked(node)
 
     def method_call(self, children: list) -> cel.Call:
         target, name, args, close = children
