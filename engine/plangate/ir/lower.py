@@ -144,7 +144,7 @@ class Lowering(Transformer):
         number = int(text[: len(text) - len(unit)])
         # Whole seconds: a bound in milliseconds rounds up, so `500ms` is never read as no time at all.
         seconds = -(-number // 1000) if unit == "ms" else number * int(_DURATION_UNITS[unit])
-        return ir.Duration.model_construct(seconds=seconds, text=text, span=self._tok(token))
+        return ir.build(ir.Duration, {"seconds": seconds, "text": text, "span": self._tok(token)})
 
     def _risk(self, token: Token) -> ir.RiskRef:
         name = token.value
@@ -155,7 +155,7 @@ class Lowering(Transformer):
             self._report("unknown-risk", self._tok(token), f"`{name}` is not a risk class",
                          help=did_you_mean(name, ir.RISK_NAMES)
                          or "the risk classes are " + ", ".join(f"`{n}`" for n in ir.RISK_NAMES))
-        return ir.RiskRef.model_construct(name=name, level=level, span=self._tok(token))
+        return ir.build(ir.RiskRef, {"name": name, "level": level, "span": self._tok(token)})
 
     # ---------------------------------------------------------------- documents
     def start(self, children: list) -> ir.Document:
@@ -269,7 +269,7 @@ class Lowering(Transformer):
         return ir.Budget.model_construct(span=self._span(keyword, close), **fields)
 
     def after_list(self, children: list) -> list[ir.Name]:
-        return [ir.Name.model_construct(name=token.value, span=self._tok(token)) for token in children]
+        return [ir.build(ir.Name, {"name": token.value, "span": self._tok(token)}) for token in children]
 
     def step_block(self, children: list) -> ir.Step:
         keyword, name, after, *clauses, close = children
@@ -282,23 +282,17 @@ class Lowering(Transformer):
             if clause.kind == "after":
                 after_names.extend(clause.value)
             elif clause.kind == "expect":
-                expects.append(ir.Expectation.model_construct(expr=clause.value, span=clause.span))
+                expects.append(ir.build(ir.Expectation, {"expr": clause.value, "span": clause.span}))
             elif clause.kind == "approval":
                 approvals.append(clause.value)
             elif self._once(seen, clause.kind, clause.span):
                 fields[clause.kind] = clause.value
                 if clause.kind == "retry":
                     fields["retry_span"] = clause.span
-        return ir.Step.model_construct(
-            id=name.value,
-            kind="check" if keyword.type == "CHECK" else "step",
-            id_span=self._tok(name),
-            after=tuple(after_names),
-            expects=tuple(expects),
-            approvals=tuple(approvals),
-            span=self._span(keyword, close),
-            **fields,
-        )
+        fields.update(id=name.value, kind="check" if keyword.type == "CHECK" else "step", id_span=self._tok(name),
+                      after=tuple(after_names), expects=tuple(expects), approvals=tuple(approvals),
+                      span=_new_span(Span, (self.file, keyword.start_pos, close.end_pos)))
+        return ir.build(ir.Step, fields)
 
     def call_clause(self, children: list) -> _Clause:
         keyword, call = children
@@ -314,15 +308,15 @@ class Lowering(Transformer):
 
     def cost_clause(self, children: list) -> _Clause:
         keyword, money = children
-        return _Clause("cost", ir.CostRange.model_construct(low=money, high=money, span=money.span),
+        return _Clause("cost", ir.build(ir.CostRange, {"low": money, "high": money, "span": money.span}),
                        self._through(keyword, money))
 
     def cost_range_clause(self, children: list) -> _Clause:
         keyword, low, high = children
         if low.currency is None and high.currency is not None:
-            low = ir.Money.model_construct(amount=low.amount, currency=high.currency, span=low.span)
+            low = ir.build(ir.Money, {"amount": low.amount, "currency": high.currency, "span": low.span})
         elif low.currency is not None and high.currency is None:
-            high = ir.Money.model_construct(amount=high.amount, currency=low.currency, span=high.span)
+            high = ir.build(ir.Money, {"amount": high.amount, "currency": low.currency, "span": high.span})
         elif low.currency != high.currency:
             self._report("currency-mismatch", self._span(low, high),
                          f"a cost range cannot go from `{low.currency}` to `{high.currency}`",
@@ -332,7 +326,7 @@ class Lowering(Transformer):
                          f"the range `{low.amount}..{high.amount}` is empty: its low end is above its high end",
                          help=f"did you mean `{high.amount}..{low.amount}`?")
         span = self._span(low, high)
-        return _Clause("cost", ir.CostRange.model_construct(low=low, high=high, span=span), self._through(keyword, high))
+        return _Clause("cost", ir.build(ir.CostRange, {"low": low, "high": high, "span": span}), self._through(keyword, high))
 
     def time_clause(self, children: list) -> _Clause:
         keyword, duration = children
@@ -382,13 +376,13 @@ class Lowering(Transformer):
         seen: dict[str, Span] = {}
         arguments = tuple(arg for arg in args if arg is not None
                           and self._once(seen, arg.name, arg.span, f"the argument `{arg.name}`"))
-        return ir.ToolCall.model_construct(tool=name, tool_span=name_span, args=arguments,
-                           span=Span(self.file, name_span.start, close.end_pos))
+        return ir.build(ir.ToolCall, {"tool": name, "tool_span": name_span, "args": arguments,
+                                      "span": _new_span(Span, (self.file, name_span.start, close.end_pos))})
 
     def call_arg(self, children: list) -> ir.Argument:
         name, value = children  # a NAME token and an expression
-        return ir.Argument.model_construct(name=name.value, value=value,
-                                           span=_new_span(Span, (self.file, name.start_pos, value.span.end)))
+        return ir.build(ir.Argument, {"name": name.value, "value": value,
+                                      "span": _new_span(Span, (self.file, name.start_pos, value.span.end))})
 
     def money(self, children: list) -> ir.Money:
         number, currency = children
@@ -397,8 +391,8 @@ class Lowering(Transformer):
         except InvalidOperation:  # the NUMBER terminal only admits valid decimals; kept as a guard
             amount = Decimal(0)
         last = currency if currency is not None else number
-        return ir.Money.model_construct(amount=amount, currency=currency.value.lower() if currency is not None else None,
-                        span=self._span(number, last))
+        return ir.build(ir.Money, {"amount": amount, "currency": currency.value.lower() if currency is not None else None,
+                                   "span": self._span(number, last)})
 
     # ---------------------------------------------------------------- policies
     def policy(self, children: list) -> ir.Policy:
@@ -541,7 +535,7 @@ class Lowering(Transformer):
         if call is None:
             self._report("missing-call", span, f"policy test `{self._string(name)}` has no `call`",
                          help="add the call to decide, e.g. `call payments.refund(amount: 900.0)`")
-            call = ir.ToolCall.model_construct(tool="", span=span)
+            call = ir.build(ir.ToolCall, {"tool": "", "span": span})
         if not expects:
             self._report("syntax-error", span, f"policy test `{self._string(name)}` has no `expect`",
                          help='add `expect allow` or `expect deny "rule-name"`')

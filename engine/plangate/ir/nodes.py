@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 from enum import IntEnum
-from typing import Annotated, Any, Literal as TypingLiteral, Self, Union
+from typing import Annotated, Any, Literal as TypingLiteral, Self, TypeVar, Union
 
 from pydantic import BaseModel, ConfigDict, SkipValidation
 
@@ -70,28 +70,11 @@ class Node(BaseModel):
 
     @classmethod
     def model_construct(cls, _fields_set: set[str] | None = None, **values: Any) -> Self:
-        """pydantic's `model_construct` (trusted data, defaults filled in, nothing validated), faster.
-
-        The parser builds every node this way; pydantic's generic version looks up aliases and
-        defaults field by field. Here a per-class template of immutable defaults, in declaration
-        order, is copied and updated. A class or a call outside that shape (aliases, factories,
-        unknown or missing names) goes to pydantic's own.
-        """
-        plan = _construction.get(cls, _REQUIRED)
-        if plan is _REQUIRED:
-            plan = _construction[cls] = _construction_plan(cls)
-        if plan is None or _fields_set is not None:
+        """pydantic's `model_construct` (trusted data, defaults filled in, nothing validated), faster:
+        see `build`."""
+        if _fields_set is not None:
             return super().model_construct(_fields_set, **values)
-        template, required = plan
-        data = {**template, **values}
-        if len(data) != len(template) or not required <= values.keys():
-            return super().model_construct(None, **values)
-        node = _new_object(cls)
-        _set_attribute(node, "__dict__", data)
-        _set_attribute(node, "__pydantic_fields_set__", set(values))
-        _set_attribute(node, "__pydantic_extra__", None)
-        _set_attribute(node, "__pydantic_private__", None)
-        return node
+        return build(cls, values)
 
     def _semantic(self) -> tuple:
         """The node's fields but its spans (`span`, `id_span`, `tool_span`…: where, not what)."""
@@ -104,6 +87,34 @@ class Node(BaseModel):
 
     def __hash__(self) -> int:
         return hash((type(self).__name__, self._semantic()))
+
+
+NodeT = TypeVar("NodeT", bound=Node)
+
+
+def build(cls: type[NodeT], values: dict[str, Any]) -> NodeT:
+    """`cls.model_construct(**values)`: trusted data, defaults filled in, nothing validated.
+
+    The parser builds every node this way, with the values in a dict (no keyword arguments to
+    pack). pydantic's generic version looks up aliases and defaults field by field; here a
+    per-class template of immutable defaults, in declaration order, is merged with the values. A class or a call outside that shape (aliases, factories, unknown
+    or missing names) goes to pydantic's own.
+    """
+    plan = _construction.get(cls, _REQUIRED)
+    if plan is _REQUIRED:
+        plan = _construction[cls] = _construction_plan(cls)
+    if plan is None:
+        return BaseModel.model_construct.__func__(cls, None, **values)  # type: ignore[attr-defined]
+    template, required = plan
+    data = {**template, **values}
+    if len(data) != len(template) or not required <= values.keys():
+        return BaseModel.model_construct.__func__(cls, None, **values)  # type: ignore[attr-defined]
+    node = _new_object(cls)
+    _set_attribute(node, "__dict__", data)
+    _set_attribute(node, "__pydantic_fields_set__", set(values))
+    _set_attribute(node, "__pydantic_extra__", None)
+    _set_attribute(node, "__pydantic_private__", None)
+    return node
 
 
 class Name(Node):
