@@ -7,7 +7,8 @@ vouches for is treated as the riskiest effect). An argument that depends on no s
 evaluated now (a constant; one that fails to evaluate is listed in `failing`: the call can never
 be made, so no rule is decided for it); one that does is an `Unknown`: a bare `x.result.a.b` keeps that
 path, so a witness can name it ("fires when `look.result.total` = 500.01"); any other expression
-becomes `step.args.name`, typed by the tool's argument schema (or `dyn`).
+becomes `step.args.name`, typed by the tool's argument schema (or `dyn`): a declared `list` or `map`
+stays one, so the solver reasons about its size and keys and a witness shows a list or a map.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from plangate.smt.encode import Unknown
 if TYPE_CHECKING:
     from plangate.checks.context import PlanContext
 
-UNKNOWN_TYPES = {"string": "string", "int": "int", "uint": "int", "double": "double", "bool": "bool"}
+UNKNOWN_TYPES = {"string": "string", "int": "int", "uint": "int", "double": "double", "bool": "bool",
+                 "list": "list", "map": "map"}
 
 
 @dataclass

@@ -27,19 +27,25 @@ the runtime's evaluator, replaying it, confirms that it fires (candidate values 
 extra queries of the same batch); "may" without one is "runtime". The other side of "may" is
 confirmed alike, or its reason says it is not known.
 
+A declared `list` or `map` is written out from its size and keys (`Encoder.decode`): such a
+witness is shown only once the runtime's evaluator confirms it (and the pinned `in` candidates over
+one list are merged: the items found, then the model's filler up to its size); when none is
+confirmed, the verdict stands with no witness, never with a value of another type.
+
 `instantiate(activation, witness)` replays a witness: the activation with every `Unknown` replaced
 by the witness's values (fields the witness does not give stay absent).
 """
 
 from __future__ import annotations
 
+import copy
 import itertools
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from plangate.cel.ast import Expr
 from plangate.smt import solve
-from plangate.smt.encode import Encoder, Unknown, Unsupported, conj
+from plangate.smt.encode import Encoder, Unknown, Unsupported, collection_kinds, conj, store_path
 
 __all__ = ["Unknown", "Verdict", "decide", "instantiate"]
 
@@ -55,7 +61,7 @@ def decide(condition: Expr, activation: Mapping[str, object], time_bound: float 
            assume: Sequence[Expr] = (), original: Mapping[str, object] | None = None) -> Verdict:
     """`original`: the activation a witness is replayed in (default `activation`; the caller's
     when it gave the solver durations as seconds)."""
-    encoder = Encoder(activation, opaque=True)
+    encoder = Encoder(activation, opaque=True, kinds=collection_kinds(activation))
     try:
         premise = conj(*(encoder.evaluates(expr) for expr in assume))
         fires = encoder.fires(condition)
@@ -79,6 +85,11 @@ def decide(condition: Expr, activation: Mapping[str, object], time_bound: float 
     if can_fire.status != "sat":
         return Verdict("unknown", reason=can_fire.reason)
     witness = encoder.decode(can_fire.model)
+    if any(variable.kind is not None for variable in encoder.variables.values()):
+        # A declared list or map is written out from its size and keys: shown only once the
+        # runtime's evaluator confirms it (else the verdict stands, with no example).
+        replay = _Replay(condition, assume, activation if original is None else original)
+        witness = witness if witness is not None and replay(witness) is True else None
     if can_fail.status == "unsat":
         return Verdict("must", witness)
     if can_fail.status != "sat":
@@ -164,7 +175,10 @@ def _confirmed(encoder: Encoder, atoms: Sequence[object], answers: Sequence[solv
         if answer.status != "sat":
             continue
         witness = encoder.decode(answer.model)
+        if witness is None:
+            continue  # a list or map too large to write out
         if combination is not None:
+            pinned: dict[str, object] = {}  # path → the candidate value, or the found items merged
             for atom, (value, _truth) in zip(atoms, combination):  # type: ignore[call-overload]
                 variable = atom.variable  # type: ignore[attr-defined]
                 if variable is None or atom.text is not None:  # type: ignore[attr-defined]
@@ -172,11 +186,35 @@ def _confirmed(encoder: Encoder, atoms: Sequence[object], answers: Sequence[solv
                 if value is KEEP:
                     if witness.get(variable.path) is None:
                         witness[variable.path] = ""  # a value of no type the model fixed: any non-null
+                elif variable.kind is not None:
+                    pinned[variable.path] = _union(pinned.get(variable.path), value)
                 else:
                     witness[variable.path] = value
+            for path, value in pinned.items():  # the items found, then the model's filler up to its size
+                witness[path] = _merged(value, witness.get(path))
         if replay(witness) is fires:
             return witness
     return None
+
+
+def _union(first: object, second: object) -> object:
+    """The candidate values of two `in` tests over one declared list or map, together: the items
+    of both lists, or both maps' keys."""
+    if isinstance(first, list) and isinstance(second, list):
+        return [*first, *second]
+    if isinstance(first, dict) and isinstance(second, dict):
+        return {**first, **second}
+    return second
+
+
+def _merged(found: object, model: object) -> object:
+    """The items `in` found, then the model's filler past them up to its size (a list); the model's
+    keys with those found (a map)."""
+    if isinstance(found, list) and isinstance(model, list):
+        return [*found, *model[len(found):]]
+    if isinstance(found, dict) and isinstance(model, dict):
+        return {**model, **found}
+    return found
 
 
 def instantiate(activation: Mapping[str, object], witness: Mapping[str, object]) -> dict[str, object]:
@@ -195,9 +233,10 @@ def _replace(value: object, witness: Mapping[str, object]) -> object:
 
 
 def _value_at(path: str, witness: Mapping[str, object]) -> object:
-    if path in witness and not isinstance(witness[path], dict):
-        return witness[path]
-    fields: dict[object, object] = {}
+    found = witness.get(path)
+    if path in witness and not isinstance(found, dict):
+        return found
+    fields: dict[object, object] = copy.deepcopy(found) if isinstance(found, dict) else {}
     for key, value in witness.items():
         if key.startswith(path + "."):
             rest = key[len(path) + 1:]
@@ -205,24 +244,5 @@ def _value_at(path: str, witness: Mapping[str, object]) -> object:
             rest = key[len(path):]
         else:
             continue
-        _store(fields, rest, value)
+        store_path(fields, rest, value)
     return fields
-
-
-def _store(fields: dict[object, object], rest: str, value: object) -> None:
-    """Store `value` at the relative path `rest` ("a.b", "[0].c") inside nested maps."""
-    segments: list[object] = []
-    for part in rest.split("."):
-        while "[" in part:
-            head, _, tail = part.partition("[")
-            if head:
-                segments.append(head)
-            index, _, part = tail.partition("]")
-            segments.append(int(index))
-        if part:
-            segments.append(part)
-    node = fields
-    for segment in segments[:-1]:
-        node = node.setdefault(segment, {})  # type: ignore[assignment]
-    if not (value == {} and isinstance(node.get(segments[-1]), dict)):  # a map keeps the fields stored in it
-        node[segments[-1]] = value

@@ -33,6 +33,18 @@ Invariants:
   (seconds to the solver) as a duration. A `dyn` value
   that meets a second sort raises `Unsupported` ("used inconsistently"), as does anything outside
   the subset (e.g. `exists`): the caller reports "decided at run time", never a silent true or false.
+- A declared `list` or `map` (`Unknown(path, "list")`) has no constant of its own: it is known by
+  its size and, for a map, its keys. `size()` of it is an Int constant (`n0`, `n1`…; 0 ≤ n ≤ 2⁶³-1,
+  and for a map at least the number of its fields known present; an `in` found true over it makes
+  it at least 1). A map's key (`"k" in m`, a string with no `.`/`[`/`]`, or an int) is the
+  presence of its field `m.k` (`m[1]`), the one `has(m.k)` reads, so the two agree; its fields are
+  values of no declared type. `in` over a list (or a map with another item) is an opaque condition
+  (below) whose candidates are lists (maps). It is never null and never a condition (an error);
+  compared or computed with as a whole, it is `Unsupported`. `decode` writes it out whole
+  (`collection`): its size in filler items (an item no `in` tests) or filler keys (named unlike any
+  key the condition names) with the fields the model has; a witness whose list or map is larger than
+  `MAX_SHOWN_ITEMS` is not written out. Every run is a model, so "never" and "must" stand; the caller
+  confirms such a witness with the runtime's evaluator before it shows it.
 - Opaque conditions (`Encoder(…, opaque=True)`): `s.matches(p)` on a run-time string, `x == null`
   on a value of no declared type and `a in x` over a run-time list or map are each a free Boolean
   constant (`o0`, `o1`… — one per test and value, so a negation is the same constant negated),
@@ -46,8 +58,9 @@ Invariants:
   doubles (as reals: rounding, infinities and NaN are not modelled; a double divided by zero is
   an unconstrained real), strings (`==`, ordering, `+` — concatenation, so `"DROP " + x` starts
   with "DROP" whatever `x` is —, `size`, `startsWith`, `endsWith`, `contains`, `string()` of a
-  string or an int; `size` of a run-time value is a string's length), comparisons, `in` over lists and
-  maps whose items are known, `has()`, `?:`, and `duration("1h30m")` (a number of seconds).
+  string or an int; `size` of a run-time value of no declared type is a string's length),
+  comparisons, `in` over lists and maps whose items are known, declared lists and maps (`size`,
+  `in`, `has()`: above), `has()`, `?:`, and `duration("1h30m")` (a number of seconds).
 - Output is deterministic and depends only on the shape of what was encoded: constants are named
   in order of first use (`x0`, `h0`…), so two conditions of one shape give one text (the budget
   check caches solver answers by text).
@@ -55,7 +68,9 @@ Invariants:
 
 from __future__ import annotations
 
+import itertools
 import re
+import string
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Callable, Mapping
@@ -65,12 +80,16 @@ from plangate.cel.ast import (Binary, Call, Conditional, Expr, Ident, Index, Lis
                               Unary)
 
 INT_MIN, INT_MAX = -(2 ** 63), 2 ** 63 - 1
-UNKNOWN_SORTS = {"int": "Int", "double": "Real", "string": "String", "bool": "Bool", "dyn": None}
-SORT_NAMES = {"Int": "an int", "Real": "a double", "String": "a string", "Bool": "a bool", "Map": "a map"}
+UNKNOWN_SORTS = {"int": "Int", "double": "Real", "string": "String", "bool": "Bool", "list": "List", "map": "Map",
+                 "dyn": None}
+COLLECTIONS = ("list", "map")  # declared types whose values the encoder knows only by size and keys
+SORT_NAMES = {"Int": "an int", "Real": "a double", "String": "a string", "Bool": "a bool", "Map": "a map",
+              "List": "a list"}
 DURATION_UNITS = {"h": Fraction(3600), "m": Fraction(60), "s": Fraction(1), "ms": Fraction(1, 1000),
                   "us": Fraction(1, 10 ** 6), "ns": Fraction(1, 10 ** 9)}
 DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(h|ms|us|ns|m|s)")
 MAX_SMT_CHAR = 0x2FFFF  # the largest character Z3's strings hold
+MAX_SHOWN_ITEMS = 100  # a witness list or map larger than this is not written out
 
 
 class WholeSeconds(int):
@@ -91,7 +110,8 @@ class Unsupported(Exception):
 
 @dataclass(frozen=True)
 class Unknown:
-    """A value known only at run time, of a declared type ("int", "double", "string", "bool", "dyn")."""
+    """A value known only at run time, of a declared type ("int", "double", "string", "bool", "list",
+    "map", "dyn")."""
 
     path: str
     type: str = "dyn"
@@ -144,6 +164,9 @@ class Variable:
     parent: "Variable | None"
     used: bool = False  # the value's constant appears in some formula
     opaque: bool = False  # an opaque condition tests it (a witness gives its value only if it is used)
+    kind: str | None = None  # "list" or "map": declared so (known by its size and keys, no constant)
+    size: str | None = None  # the constant of `size()` of a list or map, once asked
+    tested: list[object] | None = None  # the known items `in` tests over it (a witness's filler avoids them)
 
 
 KEEP = object()  # a candidate that keeps the model's value (any value but the one excluded)
@@ -268,7 +291,7 @@ def kind_of(value: object) -> str:
 
 SYMBOLIC = (Variable, Term, Cond)
 NUMBER_KINDS = ("int", "double")
-FIXED = {sort: SortClass(sort, declared=True) for sort in ("Int", "Real", "String", "Bool")}
+FIXED = {sort: SortClass(sort, declared=True) for sort in ("Int", "Real", "String", "Bool", "List", "Map")}
 NUMERIC = ("Int", "Real")  # the sorts of constants
 
 
@@ -280,13 +303,18 @@ class Encoder:
 
     _fixed = FIXED
 
-    def __init__(self, activation: Mapping[str, object], opaque: bool = False) -> None:
+    def __init__(self, activation: Mapping[str, object], opaque: bool = False,
+                 kinds: Mapping[str, str] | None = None) -> None:
         self.activation = activation
+        # path → "list" / "map" for the declared lists and maps (`collection_kinds`): a value reached
+        # first as a field of a result (a step's `when`) is one of those as well
+        self.kinds = kinds or {}
         self.variables: dict[str, Variable] = {}
         self.touched: set[str] = set()
         self.opaque = opaque
         self.atoms: dict[tuple, Opaque] = {}  # key → the opaque condition (with `opaque`)
         self.atoms_touched: set[str] = set()  # names of the opaque conditions reached (resettable)
+        self.sizes: list[Variable] = []  # the lists and maps whose `size()` was asked, in order
 
     # -- the public surface -----------------------------------------------------------------
 
@@ -328,12 +356,19 @@ class Encoder:
                     facts.append(f"(assert (and (is_int {variable.name}) (<= {real_text(Fraction(INT_MIN))} {variable.name}) "
                                  f"(<= {variable.name} {real_text(Fraction(INT_MAX))})))")
         lines.extend(f"(declare-const {atom.name} Bool)" for atom in self.atoms.values())
+        for variable in self.sizes:  # a size is a 64-bit count, at least the number of keys known present
+            lines.append(f"(declare-const {variable.size} Int)")
+            keys = [f"(ite {child.presence} 1 0)" for child in self.variables.values() if child.parent is variable]
+            least = "0" if not keys else keys[0] if len(keys) == 1 else f"(+ {' '.join(keys)})"
+            facts.append(f"(assert (and (<= {least} {variable.size}) (<= {variable.size} {INT_MAX})))")
+            facts.extend(f"(assert (=> {atom.name} (<= 1 {variable.size})))"  # `in` finds something: not empty
+                         for atom in self.atoms.values() if atom.variable is variable)
         return lines + facts
 
     def sort_of(self, variable: Variable) -> str:
         sort = variable.sort.find().sort
-        if sort == "Map":
-            raise Unsupported(f"`{variable.path}` is used both as a map and as a value")
+        if sort in ("Map", "List"):
+            raise Unsupported(f"`{variable.path}` is used both as {SORT_NAMES[sort]} and as a value")
         return sort or "Int"
 
     def values(self) -> tuple[tuple[str, str], ...]:
@@ -344,17 +379,25 @@ class Encoder:
                 wanted.append((variable.presence, "Bool"))
             if variable.used:
                 wanted.append((variable.name, self.sort_of(variable)))
+        wanted.extend((variable.size, "Int") for variable in self.sizes)  # type: ignore[misc]
         return tuple(wanted)
 
-    def decode(self, model: Mapping[str, object]) -> dict[str, object]:
+    def decode(self, model: Mapping[str, object]) -> dict[str, object] | None:
         """path → value for every present variable: the model's value; {} for a map whose fields
-        were asked about; None for a field only known to be there."""
+        were asked about; None for a field only known to be there; a declared list or map written
+        out whole (`collection`). None when one is too large to write out (only declared lists and
+        maps have sizes, so without them this is always a dict)."""
         witness: dict[str, object] = {}
         # Values of one sort class meet in arithmetic, which takes one kind: if one of them needs a
         # double, they all read as doubles (`3.5 * 2` is an error in CEL; `3.5 * 2.0` is not).
         fractional = {id(variable.sort.find()) for variable in self.variables.values()
                       if isinstance(model.get(variable.name), list) and model[variable.name][1] != 1}
         for variable in self.variables.values():
+            if variable.kind is not None and self.present(variable, model) and (
+                    variable.parent is not None or variable.size is not None or variable.opaque
+                    or any(child.parent is variable for child in self.variables.values())):
+                witness[variable.path] = [] if variable.kind == "list" else {}  # written out below
+                continue
             if not self.present(variable, model) or (variable.parent is None and not variable.used):
                 continue
             if not variable.used:
@@ -372,7 +415,40 @@ class Encoder:
                 if root.duration:
                     value = Duration.from_seconds(number)
             witness[variable.path] = value
+        for variable in self.variables.values():  # after their fields: a map's fields go inside it
+            if variable.kind is not None and variable.path in witness:
+                whole = self.collection(variable, model, witness)
+                if whole is None:
+                    return None
+                witness[variable.path] = whole
         return witness
+
+    def collection(self, variable: Variable, model: Mapping[str, object],
+                   witness: dict[str, object]) -> list[object] | dict[object, object] | None:
+        """A declared list or map as a witness shows it: as many items as its size in the model
+        (none if no size was asked). A list's items are one filler value that no `in` tests; a map
+        holds its fields that the model says are present (taken out of `witness`, where they
+        were read), then filler keys, named unlike any key the condition names, up to its size
+        (their values: null). None when the size is over `MAX_SHOWN_ITEMS`."""
+        size = model.get(variable.size) if variable.size is not None else 0
+        count = size if isinstance(size, int) and not isinstance(size, bool) else 0
+        if count > MAX_SHOWN_ITEMS:
+            return None
+        avoided = list(variable.tested or ())
+        if variable.kind == "list":
+            filler = next(name for name in _filler_names() if not any(concrete_equal(name, item) is True
+                                                                        for item in avoided))
+            return [filler] * count
+        fields: dict[object, object] = {}
+        for path in [path for path in witness if path.startswith((variable.path + ".", variable.path + "["))]:
+            rest = path[len(variable.path):]
+            store_path(fields, rest[1:] if rest.startswith(".") else rest, witness.pop(path))
+        avoided.extend(_key_of(child.path[len(variable.path):]) for child in self.variables.values()
+                       if child.parent is variable)
+        names = (name for name in _filler_names() if name and not any(map_key_equal(name, key) for key in avoided))
+        while len(fields) < count:
+            fields[next(names)] = None
+        return fields
 
     def present(self, variable: Variable, model: Mapping[str, object]) -> bool:
         return variable.presence == "true" or model.get(variable.presence) is True
@@ -385,6 +461,8 @@ class Encoder:
             return value
         if isinstance(value, bool):
             return TRUE if value else FALSE
+        if isinstance(value, Variable) and value.kind is not None:
+            return ERROR  # a list or map is not a condition
         if isinstance(value, (Variable, Term)):
             term = self.term(value)
             root = term.sort.find()
@@ -398,7 +476,10 @@ class Encoder:
 
     def reach(self, value: object) -> object:
         if isinstance(value, Unknown):
-            return self.variable(value.path, UNKNOWN_SORTS[value.type], None)
+            variable = self.variable(value.path, UNKNOWN_SORTS[value.type], None)
+            if value.type in COLLECTIONS:
+                variable.kind = value.type  # `variable` unified its sort with the type's: one kind
+            return variable
         return value
 
     def variable(self, path: str, sort: str | None, parent: Variable | None) -> Variable:
@@ -415,8 +496,12 @@ class Encoder:
                     self.unify(existing.sort, self._fixed[sort], existing)
             return existing
         number = len(self.variables)
+        kind = self.kinds.get(path)
+        if kind is not None and sort not in (None, UNKNOWN_SORTS[kind]):
+            raise Unsupported(f"`{path}` is used inconsistently: as {SORT_NAMES[str(sort)]} and as a {kind}")
+        sort = UNKNOWN_SORTS[kind] if kind is not None else sort
         created = Variable(path, f"x{number}", "true" if parent is None else f"h{number}",
-                           SortClass(sort, path, declared=sort is not None), parent)
+                           SortClass(sort, path, declared=sort is not None), parent, kind=kind)
         self.variables[path] = created
         return created
 
@@ -435,6 +520,9 @@ class Encoder:
         if isinstance(value, Term):
             return value
         if isinstance(value, Variable):
+            if value.kind is not None:
+                raise Unsupported(f"`{value.path}` is {SORT_NAMES[value.sort.find().sort or 'Map']} known only "
+                                  f"at run time: only its `size()` and what `in` finds in it are reasoned about")
             if value.sort.find().sort == "Map":
                 raise Unsupported(f"`{value.path}` is used both as a map and as a value")
             value.used = True
@@ -665,6 +753,8 @@ class Encoder:
     def equal_null(self, value: object) -> object:
         """`value == null`: false for a value of a declared type; for a run-time value of no
         declared type, an opaque condition (null, or any other value)."""
+        if isinstance(value, Variable) and value.kind is not None:
+            return Cond("false", value.presence)
         if isinstance(value, Variable) and not value.sort.find().declared:
             value.opaque = True
             return self.atom(("null", value.path), "`null` met with a value known only at run time",
@@ -763,14 +853,22 @@ class Encoder:
             if not isinstance(container, Variable) or isinstance(item, (Term, Cond)) or _holds_symbolic(
                     item if not isinstance(item, Variable) else None):
                 raise Unsupported(reason)
+            if container.kind == "map" and _plain_key(item):  # a key of a declared map: that field is present
+                child = self.child(container, item) if isinstance(item, str) else \
+                    self.variable(f"{container.path}[{item}]", None, container)
+                return Cond(child.presence, conj(container.presence, neg(child.presence)))
             container.opaque = True
+            empty: object = {} if container.kind == "map" else []
             if isinstance(item, Variable):
                 item.opaque = True
                 key: object = item.path
-                candidates: tuple[tuple[object, bool], ...] = (([], False),)
+                candidates: tuple[tuple[object, bool], ...] = ((empty, False),)
             else:
                 key = (kind_of(item), repr(item))
-                candidates = (([], False), ([item], True))
+                container.tested = [*(container.tested or ()), item]
+                found_by = {item: None} if container.kind == "map" and is_map_key(item) else [item]
+                candidates = ((empty, False),) if container.kind == "map" and not is_map_key(item) else \
+                    ((empty, False), (found_by, True))
             defined = conj(container.presence, item.presence if isinstance(item, Variable) else "true")
             return self.atom(("in", key, container.path), reason, defined, container, None, candidates)
         if isinstance(container, Mapping):
@@ -933,6 +1031,11 @@ class Encoder:
     def size(self, value: object) -> object:
         if isinstance(value, Error):
             return value
+        if isinstance(value, Variable) and value.kind is not None:  # a declared list or map: a count
+            if value.size is None:
+                value.size = f"n{len(self.sizes)}"
+                self.sizes.append(value)
+            return Term(value.size, self._fixed["Int"], value.presence)
         if isinstance(value, (str, list, tuple, Mapping)):
             if _holds_symbolic(value):
                 raise Unsupported("the size of a list of values known only at run time")
@@ -1025,6 +1128,62 @@ def _holds_symbolic(value: object) -> bool:
     if isinstance(value, Mapping):
         return any(_holds_symbolic(item) for item in value.values())
     return False
+
+
+def collection_kinds(activation: Mapping[str, object]) -> dict[str, str]:
+    """path → "list" / "map" for each declared list or map `Unknown` in the activation's maps."""
+    found: dict[str, str] = {}
+    pending = list(activation.values())
+    while pending:
+        value = pending.pop()
+        if isinstance(value, Unknown) and value.type in COLLECTIONS:
+            found[value.path] = value.type
+        elif isinstance(value, Mapping):
+            pending.extend(value.values())
+    return found
+
+
+def _plain_key(value: object) -> bool:
+    """A key whose field path is the key itself: a string with no `.`, `[` or `]`, or an int."""
+    if isinstance(value, str):
+        return not any(char in value for char in ".[]")
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _filler_names():
+    """"", "a", "b", … "z", "a1", "b1", …: fillers for a witness's list items and map keys."""
+    yield ""
+    for number in itertools.count():
+        for letter in string.ascii_lowercase:
+            yield letter + (str(number) if number else "")
+
+
+def _key_of(rest: str) -> object:
+    """The key of a field path relative to its map: ".name" → "name", "[3]" → 3."""
+    return int(rest[1:-1]) if rest.startswith("[") else rest[1:]
+
+
+def store_path(fields: dict[object, object], rest: str, value: object) -> None:
+    """Store `value` at the relative path `rest` ("a.b", "[0].c") inside nested maps; a map stored
+    where one is already keeps what that one holds."""
+    segments: list[object] = []
+    for part in rest.split("."):
+        while "[" in part:
+            head, _, tail = part.partition("[")
+            if head:
+                segments.append(head)
+            index, _, part = tail.partition("]")
+            segments.append(int(index))
+        if part:
+            segments.append(part)
+    node = fields
+    for segment in segments[:-1]:
+        node = node.setdefault(segment, {})  # type: ignore[assignment]
+    existing = node.get(segments[-1])
+    if isinstance(value, dict) and isinstance(existing, dict):
+        existing.update({key: item for key, item in value.items() if key not in existing})
+    else:
+        node[segments[-1]] = value
 
 
 def is_map_key(value: object) -> bool:
