@@ -17,6 +17,7 @@ build a networkx graph to find every strongly connected component with more than
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import heapq
 
@@ -25,16 +26,14 @@ from plangate.ir.nodes import Plan, Step
 from plangate.source import Span
 
 
-@dataclass(frozen=True)
-class Edge:
+class Edge(NamedTuple):  # a named tuple: one is built per dependency of a large plan
     source: str
     target: str
     kind: str  # "after" | "reference"
     span: Span
 
 
-@dataclass(frozen=True)
-class DanglingName:
+class DanglingName(NamedTuple):
     name: str
     step: str
     kind: str
@@ -126,22 +125,24 @@ def build_graph(plan: Plan) -> PlanGraph:
     dangling: list[DanglingName] = []
     self_edges: list[Edge] = []
 
-    def link(source: str, target: Step, kind: str, span: Span) -> None:
-        if source not in steps:
-            dangling.append(DanglingName(source, target.id, kind, span))
-        elif source == target.id:
-            self_edges.append(Edge(source, target.id, kind, span))
-        elif (source, target.id) not in edges:
-            edges[(source, target.id)] = Edge(source, target.id, kind, span)
-            pred[target.id][source] = None
-            succ[source][target.id] = None
-        elif kind == "reference":  # a reference says more than `after`: it carries the result
-            edges[(source, target.id)] = Edge(source, target.id, kind, span)
+    def link(source: str, target: str, kind: str, span: Span) -> None:
+        key = (source, target)
+        if key in edges:
+            if kind == "reference":  # a reference says more than `after`: it carries the result
+                edges[key] = Edge(source, target, kind, span)
+        elif source not in steps:
+            dangling.append(DanglingName(source, target, kind, span))
+        elif source == target:
+            self_edges.append(Edge(source, target, kind, span))
+        else:
+            edges[key] = Edge(source, target, kind, span)
+            pred[target][source] = None
+            succ[source][target] = None
 
-    for step in steps.values():
+    for step_id, step in steps.items():
         for name in step.after:
-            link(name.name, step, "after", name.span)
+            link(name.name, step_id, "after", name.span)
         for _clause, expr in step_expressions(step):
             for name, span in step_references(expr):
-                link(name, step, "reference", span)
+                link(name, step_id, "reference", span)
     return PlanGraph(plan, steps, pred, succ, edges, dangling, self_edges)
