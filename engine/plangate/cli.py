@@ -121,8 +121,9 @@ def console() -> NoReturn:
     A reading command runs with the cyclic garbage collector off and ends without tearing its
     objects down one by one (mypy does the same): its IR is large, long-lived and free of cycles,
     and a 10,000-step check spent a quarter of a second in one collection after the check and
-    more in the teardown. Output is flushed first; a reading command leaves nothing else pending.
-    Commands that run tools (`run`, `resume`, …) exit the ordinary way.
+    more in the teardown. Output is flushed first; a reading command leaves nothing else pending
+    (the solver's worker process, if one was started, sees its input close and ends). Commands that
+    run tools (`run`, `resume`, …) exit the ordinary way.
     """
     argv = sys.argv[1:]
     reading = bool(argv) and argv[0] in _READING_COMMANDS
