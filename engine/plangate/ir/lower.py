@@ -2,14 +2,15 @@
 
 `Lowering` is handed to Lark as its internal transformer, so each grammar rule is turned into an IR
 node the moment it is reduced: no parse tree is built and nothing recurses, however deep the input.
-Nodes are built with `model_construct`: the lowering is the one trusted producer of IR and
-passes values of the declared types, so pydantic's validation (and building its schemas at start-up)
-is skipped on this hot path; IR built through the API is validated as usual.
+Nodes are built with `ir.build` (`model_construct` from a dict): the lowering is the one trusted
+producer of IR and passes values of the declared types, so pydantic's validation (and building its
+schemas at start-up) is skipped on this hot path; IR built through the API is validated as usual.
 Spans come from the tokens and the nodes already built (named keyword terminals such as `STEP` and
 `RBRACE` are kept so a node's span covers its whole text).
 
 What the grammar cannot say is checked here and reported, never raised: clauses given twice, risk
-names, whole numbers, escapes, currencies inside a range, expression depth. A callback never fails
+names, whole numbers, escapes, currencies inside a range. (Expression depth is the one exception:
+`ExpressionTooDeep` stops the parse, and the parser reports it as `input-too-large`.) A callback never fails
 on well-formed input; `Lowering.diagnostics` collects what it finds for the current file.
 """
 
