@@ -112,8 +112,8 @@ def check(plan_paths: Sequence[str | os.PathLike[str]], policy_paths: Sequence[s
         policy_paths = [policy_paths]
     started = time.perf_counter()
     diagnostics: list[Diagnostic] = []
-    plan_sources = _read_all(plan_paths, diagnostics)
-    policy_sources = _read_all(policy_paths, diagnostics)
+    plan_sources = read_sources(plan_paths, diagnostics)
+    policy_sources = read_sources(policy_paths, diagnostics)
     options = {**(options or {}), "policy_names": [str(path) for path in policy_paths]}  # read or not
     result = check_sources(plan_sources, policy_sources, options)
     for item in diagnostics:  # show where undecodable bytes stand: the text before them is readable
@@ -127,7 +127,8 @@ def check(plan_paths: Sequence[str | os.PathLike[str]], policy_paths: Sequence[s
     return result
 
 
-def _read_all(paths: Iterable[str | os.PathLike[str]], diagnostics: list[Diagnostic]) -> list[SourceFile]:
+def read_sources(paths: Iterable[str | os.PathLike[str]], diagnostics: list[Diagnostic]) -> list[SourceFile]:
+    """The files that could be read, in order; a diagnostic in `diagnostics` for each that could not."""
     sources = []
     for path in paths:
         source = read_source(path)

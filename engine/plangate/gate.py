@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from plangate.diagnostics import Diagnostic, Severity
-from plangate.driver import CheckResult, check_sources, read_source
+from plangate.driver import CheckResult, check_sources, read_sources
 from plangate.ir.nodes import RISK_NAMES, Plan, Risk, RiskRef, Step, ToolCall
 from plangate.policy.compiled import CompiledPolicy
 from plangate.source import SourceFile
@@ -90,14 +90,8 @@ class Gate:
 
     @classmethod
     def from_files(cls, paths: Sequence[str | os.PathLike[str]]) -> "Gate":
-        sources = []
         problems: list[Diagnostic] = []
-        for path in paths:
-            source = read_source(path)
-            if isinstance(source, SourceFile):
-                sources.append(source)
-            else:
-                problems.append(source)
+        sources = read_sources(paths, problems)
         if problems:
             raise GateError(problems)
         return cls.from_sources([(source.name, source.text) for source in sources])
