@@ -105,15 +105,16 @@ def test_a_run_keeps_the_policy_it_started_with(tmp_path, capsys):
     assert main(["run", str(tmp_path / "p.plan"), "--policy", str(tmp_path / "p.policy"), *common]) == 3
 
 
-def test_a_call_past_its_time_is_left_unknown_and_settled_by_the_hook(tmp_path):
-    import threading
+SLOW_POLICY = "policy p { tool ops.slow { risk reversible_write } unknown_tools deny }"
 
-    release = threading.Event()
-    happened: list[str] = []
+
+def _slow_write(release, happened: list[str], wait: float) -> ToolRegistry:
+    """A write `ops.slow` that answers only once `release` is set (or after `wait` s), recording
+    each key it acted on; its reconcile hook says whether a key's call happened."""
 
     @tool("ops.slow")
     def slow(idempotency_key: str) -> dict:
-        release.wait(5)
+        release.wait(wait)
         happened.append(idempotency_key)
         return {"id": "s-1"}
 
@@ -121,10 +122,19 @@ def test_a_call_past_its_time_is_left_unknown_and_settled_by_the_hook(tmp_path):
     def slow_reconcile(idempotency_key: str) -> dict | None:
         return {"id": "s-1"} if idempotency_key in happened else None
 
-    policy = "policy p { tool ops.slow { risk reversible_write } unknown_tools deny }"
-    plan = 'plan p { step s { call ops.slow() time 1s retry 1 idempotency "slow-1" } }'
     registry = ToolRegistry()
     registry.register(slow)
+    return registry
+
+
+def test_a_call_past_its_time_is_left_unknown_and_settled_by_the_hook(tmp_path):
+    import threading
+
+    release = threading.Event()
+    happened: list[str] = []
+    registry = _slow_write(release, happened, 5)
+    policy = SLOW_POLICY
+    plan = 'plan p { step s { call ops.slow() time 1s retry 1 idempotency "slow-1" } }'
     runtime = Runtime(Journal.open(tmp_path / "journal.db"), registry)
     run = runtime.start(plan, "p.plan", [("p.policy", policy)], run="r1")
     report = runtime.advance(run)
@@ -182,21 +192,9 @@ def test_a_timed_out_call_still_in_flight_keeps_the_run_held_until_it_returns(tm
 
     release = threading.Event()
     happened: list[str] = []
-
-    @tool("ops.slow")
-    def slow(idempotency_key: str) -> dict:
-        release.wait(10)
-        happened.append(idempotency_key)
-        return {"id": "s-1"}
-
-    @slow.reconcile
-    def slow_reconcile(idempotency_key: str) -> dict | None:
-        return {"id": "s-1"} if idempotency_key in happened else None
-
-    policy = "policy p { tool ops.slow { risk reversible_write } unknown_tools deny }"
+    registry = _slow_write(release, happened, 10)
+    policy = SLOW_POLICY
     plan = 'plan p { step s { call ops.slow() time 1s idempotency "slow-1" } }'
-    registry = ToolRegistry()
-    registry.register(slow)
     first = Runtime(Journal.open(tmp_path / "journal.db"), registry)
     other = Runtime(Journal.open(tmp_path / "journal.db"), registry)
     run = first.start(plan, "p.plan", [("p.policy", policy)], run="r1")
