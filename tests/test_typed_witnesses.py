@@ -106,12 +106,15 @@ def test_a_plan_shows_lists_and_maps():
                      '`x.result.tags` = ["", "", "", "", "", ""]']
 
 
+MANY_TAGS_POLICY = """policy p {
+  tool t.x { risk read_only args { tags: list } }
+  tool t.get { risk read_only }
+  deny "many" when call.tool == "t.x" && size(args.tags) > 5
+}"""
+
+
 def test_a_step_guard_on_the_size_rules_the_deny_out():
-    policy = """policy p {
-      tool t.x { risk read_only args { tags: list } }
-      tool t.get { risk read_only }
-      deny "many" when call.tool == "t.x" && size(args.tags) > 5
-    }"""
+    policy = MANY_TAGS_POLICY
     plan = """plan q {
       step g { call t.get() }
       step a { call t.x(tags: g.result.tags) when size(g.result.tags) <= 5 }
@@ -165,11 +168,7 @@ def test_verdicts_hold_on_sampled_lists_and_maps(expr, tags, mapping):
 
 
 def test_a_loose_step_guard_keeps_a_list_witness():
-    policy = """policy p {
-      tool t.x { risk read_only args { tags: list } }
-      tool t.get { risk read_only }
-      deny "many" when call.tool == "t.x" && size(args.tags) > 5
-    }"""
+    policy = MANY_TAGS_POLICY
     plan = """plan q {
       step g { call t.get() }
       step a { call t.x(tags: g.result.tags) when size(g.result.tags) > 3 }
