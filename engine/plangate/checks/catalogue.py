@@ -139,6 +139,13 @@ def argument_problems(tool: str, entry: CatalogueEntry | None, args: dict[str, A
     return problems
 
 
+# The declared types whose values a call writes as a conversion of text: value class, parser, example.
+_FROM_TEXT = {
+    "duration": (Duration, parse_duration, 'a duration such as `duration("30s")`'),
+    "timestamp": (Timestamp, parse_timestamp, 'an RFC 3339 time such as `timestamp("2024-01-01T00:00:00Z")`'),
+}
+
+
 def type_problem(declared: str, value: Any, expr: Any) -> tuple[str, str | None] | None:
     """Why `value` (the argument's value before the run, an `Unknown` or a `CelError`) does not fit
     the declared type, and how to write it; None when it fits or is known only at run time."""
@@ -148,17 +155,12 @@ def type_problem(declared: str, value: Any, expr: Any) -> tuple[str, str | None]
         return _static_problem(declared, expr)
     if value is None:
         return None if declared == "null" else ("it is `null`", None)
-    if declared == "duration":
-        if isinstance(value, Duration):
+    if declared in _FROM_TEXT:
+        kind, parse, example = _FROM_TEXT[declared]
+        if isinstance(value, kind):
             return None
-        fix = f'write `duration("{value}")`' if isinstance(value, str) and not isinstance(
-            parse_duration(value), CelError) else 'write a duration such as `duration("30s")`'
-        return f"it is {_describe(value)}", fix
-    if declared == "timestamp":
-        if isinstance(value, Timestamp):
-            return None
-        fix = f'write `timestamp("{value}")`' if isinstance(value, str) and not isinstance(
-            parse_timestamp(value), CelError) else 'write an RFC 3339 time such as `timestamp("2024-01-01T00:00:00Z")`'
+        fix = f'write `{declared}("{value}")`' if isinstance(value, str) and not isinstance(
+            parse(value), CelError) else f"write {example}"
         return f"it is {_describe(value)}", fix
     if declared == "uint":
         if isinstance(value, Uint):
