@@ -246,3 +246,57 @@ def test_a_read_only_call_that_times_out_is_a_failed_attempt_retried_not_an_unkn
         assert report.steps["s"]["state"] == "failed" and "no answer within 1s" in runtime.view(once).reasons["s"]
     finally:
         release.set()
+
+
+BOUNDED_POLICY = """
+policy p {
+  tool ops.read  { risk read_only }
+  tool ops.write { risk reversible_write args { text: string } }
+  deny "no-secret" when call.tool == "ops.write" && (args.text + args.text).contains("secret")
+}
+"""
+
+
+def test_a_deny_rule_stopped_by_the_evaluators_bounds_blocks_the_call_instead_of_letting_it_through(tmp_path):
+    """Whoever makes a result large enough must not slip a call past a rule: a condition that
+    runs out of the evaluator's bounds (here, a string over its size bound) counts as firing."""
+    @tool("ops.read")
+    def big_read() -> dict:
+        return {"text": "x" * 600_000 + "secret"}
+
+    written: list[int] = []
+
+    @tool("ops.write")
+    def guarded_write(text: str, idempotency_key: str) -> dict:
+        written.append(len(text))
+        return {"ok": True}
+
+    registry = ToolRegistry()
+    registry.register(big_read)
+    registry.register(guarded_write)
+    runtime = Runtime(Journal.open(tmp_path / "journal.db"), registry)
+    plan = 'plan p { step r { call ops.read() } step w { call ops.write(text: r.result.text) idempotency "w" } }'
+    run = runtime.start(plan, "p.plan", [("p.policy", BOUNDED_POLICY)], run="r1")
+    report = runtime.advance(run)
+    assert report.steps["w"]["state"] == "blocked" and written == []
+    reason = runtime.view(run).reasons["w"]
+    assert reason.startswith("denied by `no-secret`: its condition could not be evaluated on these arguments")
+    assert "longer than 1,000,000" in reason
+    decisions = [record.body for record in runtime.journal.records(run) if record.kind == "decision"]
+    assert decisions and decisions[-1]["denied_by"] == ["no-secret"]
+
+
+def test_bounded_conditions_fail_closed_in_the_gate_and_the_static_check():
+    from plangate import Gate
+
+    policy = BOUNDED_POLICY.replace("\n}", '\n  require approval when (args.text + args.text).size() > 0 by role "operator"\n}')
+    gate = Gate.from_sources([("p.policy", policy)])
+    denied = gate.decide("ops.write", {"text": "x" * 600_000})
+    assert not denied.allowed and denied.denied_by == ["no-secret"]
+    assert [need.role for need in denied.approvals] == ["operator"]  # the requirement applies too
+    assert gate.decide("ops.write", {"text": "short"}).allowed
+    plan = 'plan p { step w { call ops.write(text: "%s") idempotency "w" approval by role "operator" } }' % ("x" * 600_000)
+    found = check_sources([SourceFile("p.plan", plan)], [SourceFile("p.policy", policy)]).diagnostics
+    denies = [d for d in found if d.severity.value == "error"]
+    assert [d.name for d in denies] == ["policy-deny"]
+    assert any("counts as firing, here and at run time" in note for note in denies[0].notes)

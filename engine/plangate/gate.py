@@ -140,7 +140,7 @@ class Gate:
             rule_activation(facts, Plan.model_construct(id=plan, version=plan_version)))
         for rule in outcome.denied_by:
             decision.denied_by.append(rule.name)
-            decision.reasons.append(f"denied by `{rule.name}`" + (f": {rule.because}" if rule.because else ""))
+            decision.reasons.append(outcome.denial(rule))
         decision.warnings.extend(f"warn rule `{rule.name}` fires" for rule in outcome.warned_by)
         plan_level = self._plan_level_conditions()
         decision.errors.extend(f"{name}: {message}" for name, message in outcome.errors if name not in plan_level)

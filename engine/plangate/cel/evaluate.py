@@ -73,9 +73,14 @@ NANOS_PER_SECOND = 1_000_000_000
 
 @dataclass(frozen=True, slots=True)
 class CelError:
-    """An evaluation error, returned as a value (CEL errors are values, never exceptions)."""
+    """An evaluation error, returned as a value (CEL errors are values, never exceptions).
+
+    `bounded`: the evaluator's own bounds stopped it (work, size, nesting), not the values' meaning;
+    a policy must not read such an error as "the rule does not apply" (see `plangate.policy.decide`).
+    """
 
     message: str
+    bounded: bool = False
 
 
 class Uint(int):
@@ -159,11 +164,13 @@ Evaluator = Callable[[Activation], object]
 
 
 class _Failure(Exception):
-    """Raised inside compiled closures; never leaves `compile_expr`'s evaluator."""
+    """Raised inside compiled closures; never leaves `compile_expr`'s evaluator. `bounded` as in
+    `CelError`."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, bounded: bool = False) -> None:
         super().__init__(message)
         self.message = message
+        self.bounded = bounded
 
 
 _MISSING = object()
@@ -181,7 +188,7 @@ def compile_expr(expr: Expr) -> Evaluator:
     try:
         compiled = _compile(expr)
     except RecursionError:
-        error = CelError("the expression is nested too deeply to evaluate")
+        error = CelError("the expression is nested too deeply to evaluate", bounded=True)
         return lambda activation: error
 
     def evaluate(activation: Activation) -> object:
@@ -190,9 +197,9 @@ def compile_expr(expr: Expr) -> Evaluator:
         try:
             return compiled(activation)
         except _Failure as failure:
-            return CelError(failure.message)
+            return CelError(failure.message, failure.bounded)
         except RecursionError:
-            return CelError("a value is nested too deeply to evaluate")
+            return CelError("a value is nested too deeply to evaluate", bounded=True)
         finally:
             _work.left = outer
 
@@ -313,7 +320,7 @@ def _duration_result(nanos: int) -> Duration:
 
 def _sized(length: int, what: str) -> None:
     if length > MAX_SIZE:
-        raise _Failure(f"the {what} would be longer than {MAX_SIZE:,}")
+        raise _Failure(f"the {what} would be longer than {MAX_SIZE:,}", bounded=True)
     _spend(length)
 
 
@@ -329,7 +336,7 @@ def _spend(units: int) -> None:
     if left < 0:
         raise _Failure(f"the expression does too much work to evaluate: its comprehensions visit over "
                        f"{MAX_WORK // ITERATION_COST:,} elements, or it builds values of over {MAX_WORK:,} "
-                       f"elements, in all")
+                       f"elements, in all", bounded=True)
     _work.left = left
 
 

@@ -46,8 +46,8 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
         if not roots & _STEP_NAMES:
             verdict = decisions.evaluator.verdict(rule.when, {"plan": plan_record(ctx.plan)}, unknown=False)
             if verdict.outcome == "must":
-                yield _fired(rule, None, ctx.plan.budget.span if ctx.plan.budget is not None else ctx.plan.id_span,
-                             "must", None, f"plan `{ctx.plan.id}`")
+                yield _fired(rule, ctx.plan.budget.span if ctx.plan.budget is not None else ctx.plan.id_span,
+                             verdict, f"plan `{ctx.plan.id}`")
             continue
         for step_id, verdict in decisions.verdicts(rule.when):
             step = decisions.facts[step_id].step
@@ -62,8 +62,7 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
                         notes=["the runtime evaluates the rule on the concrete arguments before the call"])
                 continue
             if verdict.outcome in ("must", "may"):
-                yield _fired(rule, step.call.span, step.call.span, verdict.outcome, verdict.witness,
-                             f"step `{step.id}`")
+                yield _fired(rule, step.call.span, verdict, f"step `{step.id}`")
 
 
 _MISSING = object()  # a field the step record lacks (a condition reading it errs alike for every step)
@@ -209,10 +208,13 @@ def _decide_condition(evaluator: Any, condition: cel.Expr, scope: dict[str, Any]
     return StaticVerdict("may", possible.witness)
 
 
-def _fired(rule: CompiledRule, _call_span: Any, span: Any, outcome: str, witness: dict[str, Any] | None,
-           subject: str) -> Diagnostic:
+def _fired(rule: CompiledRule, span: Any, verdict: StaticVerdict, subject: str) -> Diagnostic:
+    outcome, witness = verdict.outcome, verdict.witness
     because = [f"because: {rule.because}"] if rule.because else []
     where = [f"rule `{rule.name}` in policy `{rule.policy}`"]
+    if outcome == "must" and verdict.reason:  # a condition the evaluator's bounds stop counts as holding
+        where.append(f"its condition cannot be evaluated on these arguments ({verdict.reason}); "
+                     f"a rule stopped by the evaluator's bounds counts as firing, here and at run time")
     labels = [Label(rule.span, "the rule")]
     if rule.effect == "warn":
         verb = "fires" if outcome == "must" else "may fire"

@@ -6,7 +6,11 @@
 - `decide_call(activation)` on concrete values → `CallDecision`: the deny rules that fire (any deny
   wins), the warn rules that fire, the requirements that apply. A condition that errors at run
   time (a missing field, a type clash) does not fire, as in CEL policy engines; the error is kept in
-  `CallDecision.errors` so it can be journaled and shown.
+  `CallDecision.errors` so it can be journaled and shown. Except one that the evaluator's own bounds
+  stopped (too much work, a value too large or too deeply nested: `CelError.bounded`): whoever
+  controls an argument's size could otherwise slip any call past any rule, so such a condition
+  counts as holding — the deny fires, the warning is given, the requirement applies — and
+  `CallDecision.unevaluated` says which and why.
 - `verdict(expr, activation, unknown)` for the static checks: "never" / "must" when every value the
   condition reads is known (decided by the closure), otherwise the solver's three-valued answer
   (`plangate.smt.decide`), with a witness when it may fire.
@@ -20,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from plangate.cel import ast as cel
+from plangate.cel.evaluate import CelError
 from plangate.policy.compiled import CompiledPolicy, CompiledRequirement, CompiledRule
 
 
@@ -29,10 +34,19 @@ class CallDecision:
     warned_by: list[CompiledRule] = field(default_factory=list)
     requirements: list[CompiledRequirement] = field(default_factory=list)
     errors: list[tuple[str, str]] = field(default_factory=list)  # (rule or requirement, message)
+    # Rules and requirements counted as holding because the evaluator's bounds stopped them: name → message.
+    unevaluated: dict[str, str] = field(default_factory=dict)
 
     @property
     def allowed(self) -> bool:
         return not self.denied_by
+
+    def denial(self, rule: CompiledRule) -> str:
+        """Why `rule` (one of `denied_by`) refuses the call, in a sentence."""
+        if rule.name in self.unevaluated:
+            return (f"denied by `{rule.name}`: its condition could not be evaluated on these arguments "
+                    f"({self.unevaluated[rule.name]}), and a rule stopped by the evaluator's bounds counts as firing")
+        return f"denied by `{rule.name}`" + (f": {rule.because}" if rule.because else "")
 
 
 @dataclass(frozen=True)
@@ -53,47 +67,58 @@ class Evaluator:
         self._compiled: dict[int, Callable[[Any], Any]] = {id(expr): compile_expr(expr) for expr in conditions}
 
     def holds(self, expr: cel.Expr | None, activation: dict[str, Any]) -> bool | str:
-        """True/False, or the error message when the condition cannot be evaluated. A condition
-        that is not the policy's own (one the checks combine for a step) is compiled for this call
+        """True/False, or the error message when the condition cannot be evaluated."""
+        outcome = self.evaluate(expr, activation)
+        return outcome.message if isinstance(outcome, CelError) else outcome
+
+    def evaluate(self, expr: cel.Expr | None, activation: dict[str, Any]) -> "bool | CelError":
+        """True/False, or the `CelError` when the condition cannot be evaluated. A condition that
+        is not the policy's own (one the checks combine for a step) is compiled for this call
         only, so the cache never grows with the plans checked."""
         if expr is None:
             return True
-        from plangate.cel.evaluate import CelError, compile_expr
+        from plangate.cel.evaluate import compile_expr
 
         function = self._compiled.get(id(expr)) or compile_expr(expr)
         value = function(activation)
         if isinstance(value, CelError):
-            return value.message
+            return value
         if not isinstance(value, bool):
-            return f"the condition gives `{value!r}`, not a bool"
+            return CelError(f"the condition gives `{value!r}`, not a bool")
         return value
 
     def decide_call(self, activation: dict[str, Any]) -> CallDecision:
         decision = CallDecision()
         for rule in self.policy.rules:
-            outcome = self.holds(rule.when, activation)
-            if isinstance(outcome, str):
-                decision.errors.append((rule.name, outcome))
-            elif outcome:
+            if self._applies(rule.when, rule.name, activation, decision):
                 (decision.denied_by if rule.effect == "deny" else decision.warned_by).append(rule)
         for requirement in self.policy.requirements:
-            outcome = self.holds(requirement.when, activation)
-            if isinstance(outcome, str):
-                decision.errors.append((requirement.describe(), outcome))
-            elif outcome:
+            if self._applies(requirement.when, requirement.describe(), activation, decision):
                 decision.requirements.append(requirement)
         return decision
+
+    def _applies(self, condition: cel.Expr | None, name: str, activation: dict[str, Any],
+                 decision: CallDecision) -> bool:
+        outcome = self.evaluate(condition, activation)
+        if not isinstance(outcome, CelError):
+            return outcome
+        decision.errors.append((name, outcome.message))
+        if outcome.bounded:  # fail closed: see the module's docstring
+            decision.unevaluated[name] = outcome.message
+        return outcome.bounded
 
     def verdict(self, expr: cel.Expr, activation: dict[str, Any], unknown: bool,
                 time_bound: float = 2.0) -> StaticVerdict:
         """Whether `expr` never, may or must hold, given an activation that may hold `Unknown`s."""
-        outcome = self.holds(expr, activation)
+        outcome = self.evaluate(expr, activation)
         if isinstance(outcome, bool):
             # Decided with the unknown values still opaque: a `Unknown` makes every operation that
             # reads it an error, so a bool here did not depend on them (`false && x`, `has(…)`).
             return StaticVerdict("must" if outcome else "never")
         if not unknown or not _reads_unknown(expr, activation):
-            return StaticVerdict("never")  # an error that no run-time value can mend: it never fires
+            # An error that no run-time value can mend: the condition never holds, unless the
+            # evaluator's bounds stopped it, which the runtime counts as holding.
+            return StaticVerdict("must" if outcome.bounded else "never", reason=outcome.message)
         from plangate.smt.decide import decide
 
         answer = decide(expr, _seconds_for_durations(activation), time_bound, original=activation)

@@ -545,8 +545,7 @@ class Runtime:
                 "warned_by": [rule.name for rule in decision.warned_by],
                 "errors": [{"rule": name, "error": message} for name, message in decision.errors]}, step=step.id)
         if decision.denied_by:
-            rule = decision.denied_by[0]
-            return f"denied by `{rule.name}`" + (f": {rule.because}" if rule.because else ""), decision.requirements
+            return decision.denial(decision.denied_by[0]), decision.requirements
         return None, decision.requirements
 
     def _idempotency_key(self, view: RunView, step: Step, scope: dict[str, Any],
