@@ -300,3 +300,41 @@ def test_bounded_conditions_fail_closed_in_the_gate_and_the_static_check():
     denies = [d for d in found if d.severity.value == "error"]
     assert [d.name for d in denies] == ["policy-deny"]
     assert any("counts as firing, here and at run time" in note for note in denies[0].notes)
+
+
+HANGING_TOOLS = """
+import time
+from plangate import tool
+
+@tool("ops.hang")
+def hang(v: str, idempotency_key: str) -> dict:
+    time.sleep(3600)
+    return {"ok": True}
+
+@hang.reconcile
+def hang_reconcile(idempotency_key: str):
+    time.sleep(3600)
+    return None
+"""
+
+
+def test_a_hung_call_and_a_hung_reconcile_hook_do_not_hold_the_command_past_the_steps_time(tmp_path):
+    """`time` bounds the call and the hook alike; the command then ends (exit 3: the outcome is
+    unknown), though the tool's thread is still asleep."""
+    import subprocess
+    import sys
+
+    (tmp_path / "tools.py").write_text(HANGING_TOOLS)
+    (tmp_path / "p.policy").write_text("policy p { tool ops.hang { risk reversible_write } }")
+    (tmp_path / "p.plan").write_text('plan h { step h { call ops.hang(v: "a") time 1s idempotency "k" } }')
+
+    def plangate(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "plangate", *args], cwd=tmp_path, capture_output=True,
+                              text=True, timeout=60)
+
+    started = plangate("run", "p.plan", "--policy", "p.policy", "--tools", "tools.py", "--run", "r1")
+    assert started.returncode == 3, started.stderr
+    assert "outcome_unknown" in started.stdout and "no answer within 1s" in started.stdout
+    resumed = plangate("resume", "r1", "--tools", "tools.py")
+    assert resumed.returncode == 3, resumed.stderr
+    assert "the reconcile hook failed: it gave no answer within 1s" in resumed.stdout

@@ -12,6 +12,7 @@ import argparse
 import gc
 import os
 import sys
+import threading
 from typing import Any, NoReturn, Sequence
 
 from plangate import __version__
@@ -123,14 +124,15 @@ def console() -> NoReturn:
     and a 10,000-step check spent a quarter of a second in one collection after the check and
     more in the teardown. Output is flushed first; a reading command leaves nothing else pending
     (the solver's worker process, if one was started, sees its input close and ends). Commands that
-    run tools (`run`, `resume`, …) exit the ordinary way.
+    run tools (`run`, `resume`, …) exit the ordinary way, unless a call that timed out is still
+    running (`_abandoned_calls`).
     """
     argv = sys.argv[1:]
     reading = bool(argv) and argv[0] in _READING_COMMANDS
     if reading:
         gc.disable()
     code = main(argv)
-    if not reading:
+    if not reading and not _abandoned_calls():
         sys.exit(code)
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -138,6 +140,15 @@ def console() -> NoReturn:
         except (OSError, ValueError):
             pass  # a reader that went away: what could not be written is dropped, as in `main`
     os._exit(code)
+
+
+def _abandoned_calls() -> bool:
+    """Whether a tool call that timed out is still running on a worker thread. Its outcome is
+    journaled already (`outcome_unknown`, or a failed read-only attempt): the process must not wait
+    for it at exit — a hung tool would hold `plangate run` forever — and ending it is a crash the
+    journal is made for. So the process then ends without joining its threads."""
+    return any(thread.is_alive() and not thread.daemon for thread in threading.enumerate()
+               if thread is not threading.main_thread())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -527,4 +538,4 @@ _COMMANDS = {"check": _check, "explain": _explain, "test": _test, "policy": _pol
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    console()

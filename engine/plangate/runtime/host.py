@@ -435,7 +435,7 @@ class Runtime:
             tool = self.tools.get(intent["tool"])
             if tool is None or tool.reconcile_hook is None:
                 continue
-            outcome = invoke_reconcile(tool, intent["idempotency_key"])
+            outcome = invoke_reconcile(tool, intent["idempotency_key"], _answer_within(_step(view.plan, step_id)))
             if not outcome.ok:  # the outcome stays unknown; say why, in the journal and the status
                 self.journal.append(view.run, "outcome_unknown", {
                     "idempotency_key": intent["idempotency_key"],
@@ -863,7 +863,7 @@ class Runtime:
         tool = self.tools.get(intent["tool"])
         if tool is None or tool.reconcile_hook is None:
             return
-        outcome = invoke_reconcile(tool, key)
+        outcome = invoke_reconcile(tool, key, _answer_within(_step(view.plan, step_id)))
         if not outcome.ok:
             self.journal.append(view.run, "outcome_unknown", {
                 "idempotency_key": key, "rollback": True,
@@ -1270,6 +1270,11 @@ def _predecessors_of(plan: Plan, step: Step) -> dict[str, str]:
             if name != step.id:
                 found[name] = "reference"
     return found
+
+
+def _answer_within(step: Step | None) -> tuple[float, str] | None:
+    """A step's `time`, in seconds and as written, for what must answer within it."""
+    return (float(step.time.seconds), step.time.text) if step is not None and step.time is not None else None
 
 
 def _call_tool(tools: ToolRegistry, intent: dict[str, Any]) -> Outcome:

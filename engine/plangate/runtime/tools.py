@@ -46,6 +46,7 @@ import json
 import os
 import re
 import sys
+import threading
 import traceback
 import types
 import typing
@@ -232,16 +233,27 @@ def invoke(called_tool: Tool, kwargs: dict[str, Any]) -> Outcome:
     return _call(called_tool.function, kwargs, f"tool {called_tool.name}")
 
 
-def invoke_reconcile(called_tool: Tool, idempotency_key: str) -> Outcome:
+def invoke_reconcile(called_tool: Tool, idempotency_key: str,
+                     within: tuple[float, str] | None = None) -> Outcome:
     """Ask the tool's reconcile hook about the call with `idempotency_key`: an `ok` outcome's
-    result is what the call returned, or None when it did not happen."""
-    if called_tool.reconcile_hook is None:
+    result is what the call returned, or None when it did not happen. `within` (seconds, as
+    written): the step's time bound, which holds for its hook as for its call; a hook that has not
+    answered by then is left running on a daemon thread (it cannot hold the process open) and the
+    outcome is a failure, so the step stays unknown."""
+    hook = called_tool.reconcile_hook
+    if hook is None:
         return Outcome(False, error=f"tool {called_tool.name} has no reconcile hook")
-    return _call(
-        called_tool.reconcile_hook,
-        {IDEMPOTENCY_PARAMETER: idempotency_key},
-        f"the reconcile hook of tool {called_tool.name}",
-    )
+    what = f"the reconcile hook of tool {called_tool.name}"
+    if within is None:
+        return _call(hook, {IDEMPOTENCY_PARAMETER: idempotency_key}, what)
+    answers: list[Outcome] = []
+    asking = threading.Thread(target=lambda: answers.append(_call(hook, {IDEMPOTENCY_PARAMETER: idempotency_key}, what)),
+                              name=f"plangate-reconcile-{called_tool.name}", daemon=True)
+    asking.start()
+    asking.join(within[0])
+    if not answers:
+        return Outcome(False, error=f"it gave no answer within {within[1]}")
+    return answers[0]
 
 
 _KEYWORD_KINDS = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
