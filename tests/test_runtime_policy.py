@@ -338,3 +338,53 @@ def test_a_hung_call_and_a_hung_reconcile_hook_do_not_hold_the_command_past_the_
     resumed = plangate("resume", "r1", "--tools", "tools.py")
     assert resumed.returncode == 3, resumed.stderr
     assert "the reconcile hook failed: it gave no answer within 1s" in resumed.stdout
+
+
+READERS_POLICY = """
+policy p {
+  tool ops.put { risk reversible_write }
+  require approval when step.id == "z" by role "operator"
+}
+"""
+
+READERS_PLAN = """
+plan readers {
+  version 1
+  step a { call ops.put(v: "x1") idempotency "ka-x1" }
+  step b { call ops.put(v: a.result.id) idempotency "kb-" + a.result.id }
+  step c { call ops.put(v: b.result.id) idempotency "kc-" + b.result.id }
+  step same { call ops.put(v: a.result.stem) idempotency "ks" }
+  step z after c, same { call ops.put(v: "z") idempotency "kz" approval by role "operator" }
+}
+"""
+
+
+def test_a_new_version_runs_again_a_completed_step_whose_call_reads_a_result_that_changed(tmp_path):
+    """`a` changes, so it runs again; `b` read its result, so its call changed too and it runs again,
+    and so does `c`, which read `b`'s; `same` reads a part of `a`'s result that stayed the same,
+    so its call is the one it made and it is kept, not called twice."""
+    calls: list[str] = []
+
+    @tool("ops.put")
+    def put(v: str, idempotency_key: str) -> dict:
+        calls.append(v)
+        return {"id": f"w-{v}", "stem": v[:1]}
+
+    registry = ToolRegistry()
+    registry.register(put)
+    runtime = Runtime(Journal.open(tmp_path / "journal.db"), registry)
+    run = runtime.start(READERS_PLAN, "p.plan", [("p.policy", READERS_POLICY)], run="r1")
+    assert runtime.advance(run).state == "paused"  # z waits for its approval
+    assert sorted(calls) == ["w-w-x1", "w-x1", "x", "x1"]
+    calls.clear()
+
+    runtime.new_version(run, READERS_PLAN.replace("version 1", "version 2").replace("x1", "x2"), "p.plan")
+    report = runtime.advance(run)
+    assert report.state == "paused"
+    assert sorted(calls) == ["w-w-x2", "w-x2", "x2"]  # `same` was not called again
+    view = runtime.view(run)
+    assert view.results["b"] == {"id": "w-w-x2", "stem": "w"} and view.results["c"]["id"] == "w-w-w-x2"
+    assert view.states["same"] == "succeeded" and "its call is the same" in view.reasons["same"]
+    assert [report.steps[s]["attempts"] for s in ("a", "b", "c", "same")] == [1, 1, 1, 1]
+    rechecks = {r.step: r.body["kept"] for r in runtime.journal.records(run) if r.kind == "recheck"}
+    assert rechecks == {"b": False, "c": False, "same": True}

@@ -141,6 +141,9 @@ class RunView:
     settled_by: dict[str, str] = field(default_factory=dict)  # step → who settled its last result by hand or hook
     # Completed steps that a later plan version dropped: the step as it was, for its rollback.
     dropped: dict[str, Step] = field(default_factory=dict)
+    # Completed steps whose call reads the result of a step that a later plan version runs again:
+    # their state and reason, held back until their call can be computed anew (`_prepare`).
+    recheck: dict[str, tuple[str, str | None]] = field(default_factory=dict)
     completed_at: dict[str, int] = field(default_factory=dict)  # step → seq of its result (rollback order)
     # The abort: the steps to roll back (recorded with the `aborting` run state), in order.
     to_roll_back: list[str] = field(default_factory=list)
@@ -490,6 +493,8 @@ class Runtime:
                 self._set(view, step_id, "skipped", f"it uses the result of `{name}`, which was skipped")
                 return "changed"
         scope = {name: {"result": view.results.get(name)} for name in predecessors}
+        if step_id in view.recheck:
+            return self._recheck(view, step, scope)
         if step.when is not None:
             value = compile_expr(step.when)(scope)
             if isinstance(value, CelError) or value is not True:
@@ -522,6 +527,27 @@ class Runtime:
                   "args_hash": content_hash(args), "plan_hash": view.plan_hash}
         _fold(view, self.journal.append(view.run, "intent", intent, step=step_id))  # later steps of this pass count it
         return intent
+
+    def _recheck(self, view: RunView, step: Step, scope: dict[str, Any]) -> str:
+        """A completed step held back by a new plan version, once what it reads is done: its call,
+        computed from the new results, is compared with the call it made. The same call keeps the
+        step and its result; another forgets it, so it runs afresh (fresh attempts, approvals of
+        the new call). Where the new version would not call it at all (`when` no longer holds, an
+        argument fails), its effect stands and it is kept."""
+        assert step.call is not None
+        made = view.last_intent.get(step.id, {})
+        args: dict[str, Any] = {}
+        computable = step.when is None or compile_expr(step.when)(scope) is True
+        for argument in step.call.args if computable else ():
+            value = _call_value(compile_expr(argument.value)(scope))
+            if isinstance(value, CelError):
+                computable = False
+                break
+            args[argument.name] = _plain(value)
+        kept = not computable or (made.get("tool") == step.call.tool and made.get("args_hash") == content_hash(args))
+        _fold(view, self.journal.append(view.run, "recheck", {"kept": kept, "args_hash": content_hash(args)},
+                                        step=step.id))
+        return "changed"
 
     def _policy_verdict(self, view: RunView, step: Step, args: dict[str, Any],
                         rollback: bool = False) -> tuple[str | None, list]:
@@ -807,7 +833,8 @@ class Runtime:
         `rollback` (steps dropped by a later plan version included), the last completed first."""
         position = {step_id: number for number, step_id in enumerate(_order(view.plan))}
         found = []
-        for step_id, state in view.states.items():
+        held_back = {step_id: state for step_id, (state, _) in view.recheck.items()}
+        for step_id, state in {**held_back, **view.states}.items():
             step = self._rollback_step(view, step_id)
             if (state == "succeeded" and step is not None and step.rollback is not None and step.call is not None
                     and effective_risk(step, view.policy.match(step.call.tool)) == Risk.reversible_write):
@@ -997,7 +1024,7 @@ def _copy_view(view: RunView) -> RunView:
                    results=dict(view.results), open_intents=dict(view.open_intents),
                    marked_unknown=set(view.marked_unknown), stale=set(view.stale),
                    last_intent=dict(view.last_intent), settled_by=dict(view.settled_by),
-                   dropped=dict(view.dropped), completed_at=dict(view.completed_at),
+                   dropped=dict(view.dropped), completed_at=dict(view.completed_at), recheck=dict(view.recheck),
                    to_roll_back=list(view.to_roll_back), rollback_intents=dict(view.rollback_intents),
                    rollback_calls=dict(view.rollback_calls), rollback_unknown=dict(view.rollback_unknown),
                    rolled_back=set(view.rolled_back),
@@ -1033,6 +1060,14 @@ def _fold(view: RunView, record: Record) -> None:
         view.plan_text = body["plan_text"]
         for step_id in sorted(set(view.states) | set(view.attempts) | set(view.open_intents)):
             _revise(view, step_id, _step(old_plan, step_id) or view.dropped.get(step_id), _step(plan, step_id))
+        _hold_back_readers(view)
+    elif kind == "recheck":
+        held = view.recheck.pop(step, None) if step is not None else None
+        if body.get("kept") and held is not None:
+            view.states[step] = held[0]
+            view.reasons[step] = "it succeeded under an earlier plan version, and its call is the same"
+        elif step is not None:
+            _forget(view, step)
     elif kind == "run_state":
         view.run_state = body["state"]
         if body["state"] == "aborting":
@@ -1172,8 +1207,23 @@ def _revise(view: RunView, step_id: str, old: Step | None, new: Step | None) -> 
 
 def _forget(view: RunView, step_id: str) -> None:
     """The step starts afresh: no state, result or attempts (its records stay in the journal)."""
-    for known in (view.states, view.reasons, view.results, view.attempts, view.dropped, view.completed_at):
+    for known in (view.states, view.reasons, view.results, view.attempts, view.dropped, view.completed_at,
+                  view.recheck):
         known.pop(step_id, None)
+
+
+def _hold_back_readers(view: RunView) -> None:
+    """After a new plan version: a completed step whose call reads the result of a step that will
+    run again (or of one held back, transitively) cannot know yet whether its call changed. Its
+    state is held back in `recheck`, so it does not count as finished, until `_prepare` computes
+    its call from the new results: the same call keeps the step, another runs it afresh."""
+    index = _index(view.plan)
+    for step_id in index.order:  # topological: a reader comes after what it reads
+        if view.states.get(step_id) not in ("succeeded", "verifying") or step_id in view.dropped:
+            continue
+        read = [name for name, how in index.predecessors[step_id].items() if how == "reference"]
+        if any(view.states.get(name) != "succeeded" or name in view.recheck for name in read):
+            view.recheck[step_id] = (view.states.pop(step_id), view.reasons.pop(step_id, None))
 
 
 @dataclass(frozen=True)

@@ -107,11 +107,12 @@ RECORD_FIELDS: dict[str, tuple[str, ...]] = {
     "evidence": ("what", "observed", "when", "how", "proves"),
     "decision": (),
     "run_state": ("state",),
+    "recheck": ("kept",),
 }
 
 # Kinds that are about one step and must name it; the others may.
 STEP_KINDS = frozenset(
-    {"state", "intent", "result", "attempt_failed", "outcome_unknown", "reconciled", "approval"}
+    {"state", "intent", "result", "attempt_failed", "outcome_unknown", "reconciled", "approval", "recheck"}
 )
 
 _SCHEMA = """
