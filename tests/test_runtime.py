@@ -538,6 +538,10 @@ def test_a_new_version_that_drops_a_step_keeps_its_unknown_outcome_until_settled
     assert report.state == "paused" and report.exit_code == 3
     assert report.steps["w"]["state"] == "outcome_unknown" and report.steps["r"]["state"] == "succeeded"
     assert runtime.report(run, runtime.view(run), record=False).steps["w"]["state"] == "outcome_unknown"
+    from plangate.runtime.host import RunError
+
+    with pytest.raises(RunError, match="not JSON that plangate can keep"):
+        runtime.reconcile(run, "w", True, "ops", {"total": float("nan")})  # nothing recorded
     runtime.reconcile(run, "w", True, "ops", {"name": "w"})
     report = runtime.advance(run)
     assert report.state == "succeeded"
@@ -952,6 +956,20 @@ def test_an_idempotency_key_that_reads_the_steps_own_result_falls_back_to_the_de
     run = start_plan(runtime, '  step w { call t.write(name: "n") idempotency "k-" + result.name }')
     assert runtime.advance(run).state == "succeeded"
     assert toolbox.calls[0][2].startswith(f"{run}:w:")
+
+
+@pytest.mark.parametrize("expression, key", [
+    ('"k-1"', "k-1"), ("42", "42"), ("true", "true"), ('{"b": [1, 2.5], "a": null}', '{"a":null,"b":[1,2.5]}'),
+    ('""', None), ("null", None)])
+def test_an_idempotency_key_is_a_string_as_it_is_other_values_as_canonical_json_and_never_empty(box, expression, key):
+    toolbox, runtime = box
+    run = start_plan(runtime, f'  step w {{ call t.write(name: "n") idempotency {expression} }}')
+    report = runtime.advance(run)
+    if key is not None:
+        assert report.state == "succeeded" and toolbox.calls[0][2] == key
+    else:
+        assert report.steps["w"]["state"] == "failed" and toolbox.calls == []
+        assert "which names no call" in report.steps["w"]["reason"]
 
 
 def test_a_finished_run_has_nothing_to_abort_but_may_be_rolled_back(box):

@@ -443,9 +443,12 @@ def _reconcile(args: argparse.Namespace) -> int:
     if args.result is not None:
         if not args.happened:
             raise RunError("`--result` goes with `--happened`: a call that did not happen has no result")
+        def refuse(constant: str) -> None:
+            raise ValueError(f"`{constant}` is not a JSON number")
+
         try:
-            result = json.loads(args.result)
-        except ValueError as error:
+            result = json.loads(args.result, parse_constant=refuse)
+        except (ValueError, RecursionError) as error:
             raise RunError(f"`--result` is not JSON: {error}") from None
     runtime = _runtime(args.journal)
     runtime.reconcile(args.run_id, args.step, bool(args.happened), args.approver, result)

@@ -579,10 +579,22 @@ class Runtime:
         """The plan's `idempotency` expression as a string (one that reads the step's own `result`
         cannot be known before the call, so such a step is keyed as one without); without one, `RUN:STEP:` and 24 hex
         digits of SHA-256 over the run, the step and the canonical concrete call (tool and
-        arguments): the same for every attempt of one call, another for a call that changed."""
+        arguments): the same for every attempt of one call, another for a call that changed.
+        A string is the key as it is; a number, bool, list or map, its canonical JSON text; an
+        empty string or `null` names nothing, so it is an error (the step fails)."""
         if step.idempotency is not None and cel.uses_bare_result(step.idempotency) is None:
             value = compile_expr(step.idempotency)(scope)
-            return value if isinstance(value, CelError) else str(_plain(value))
+            if isinstance(value, CelError):
+                return value
+            plain = _plain(value)
+            if plain is None or plain == "":
+                return CelError(f"the key is {'null' if plain is None else 'an empty string'}, which names no call")
+            if isinstance(plain, str):
+                return plain
+            try:
+                return canonical_json(plain)
+            except (TypeError, ValueError) as error:
+                return CelError(f"the key has no canonical text: {error}")
         call = canonical_json({"tool": step.call.tool, "args": args})  # type: ignore[union-attr]
         digest = hashlib.sha256(f"{view.run}\0{step.id}\0{call}".encode()).hexdigest()[:24]
         return f"{view.run}:{step.id}:{digest}"
@@ -797,6 +809,10 @@ class Runtime:
         if view.states.get(step_id) != "outcome_unknown":
             raise RunError(f"step `{step_id}` of run `{run}` has no unknown outcome to settle "
                                 f"(it is {view.states.get(step_id, 'not started')})")
+        try:
+            canonical_json(result)
+        except (TypeError, ValueError, RecursionError) as error:
+            raise RunError(f"the result to record is not JSON that plangate can keep: {error}") from None
         flag = {"rollback": True} if step_id in view.rollback_intents else {}  # the unknown is its rollback's
         records = [("reconciled", {"happened": happened, "by": by, **flag}, step_id)]
         if happened:  # with the result it settles on, in one transaction: a crash keeps both or neither
