@@ -3,9 +3,11 @@ calls whose exceptions and non-JSON results become failed outcomes."""
 
 from __future__ import annotations
 
+import enum
 import os
 import sys
 import textwrap
+import typing
 from decimal import Decimal
 from typing import Any, Optional
 
@@ -264,6 +266,45 @@ def test_binding_accepts_none_for_optional_arguments_and_any_value_where_unhinte
 
     assert bind(loose, {"anything": {"deep": [1]}, "maybe": None}, "k")[1] == []
     assert bind(refund, {"amount": 1.5, "currency": "EUR", "note": None}, "k")[1] == []
+
+
+class Colour(enum.Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+class Window(typing.TypedDict, total=False):
+    start: int
+    label: str
+
+
+class Span(typing.TypedDict):
+    start: int
+
+
+Cents = typing.NewType("Cents", int)
+
+
+@tool("typed")
+def typed(mode: typing.Literal["a", "b"], colour: Colour, cents: Cents, window: Window, span: Span,
+          pair: tuple[int, str], many: tuple[int, ...], names: typing.Sequence[str],
+          tags: typing.Mapping[str, int]) -> None:
+    return None
+
+
+TYPED_OK = {"mode": "a", "colour": "blue", "cents": 5, "window": {"label": "x"}, "span": {"start": 1},
+            "pair": [1, "x"], "many": [1, 2, 3], "names": ["a"], "tags": {"k": 1}}
+
+
+@pytest.mark.parametrize("name, value, described", [
+    ("mode", "c", '"a" | "b"'), ("mode", True, '"a" | "b"'), ("colour", "green", 'Colour ("red" | "blue")'),
+    ("cents", "5", "Cents (int)"), ("window", {"start": "0"}, "Window"), ("window", {"other": 1}, "Window"),
+    ("span", {}, "Span"), ("pair", [1, 2], "tuple[int, str]"), ("pair", [1], "tuple[int, str]"),
+    ("many", [1, "x"], "tuple[int, ...]"), ("names", [1], "Sequence[str]"), ("tags", {"k": "v"}, "Mapping[str, int]")])
+def test_literal_enum_newtype_typeddict_tuple_and_abstract_hints_are_checked(name, value, described):
+    assert bind(typed, TYPED_OK, "k")[1] == []
+    _, errors = bind(typed, {**TYPED_OK, name: value}, "k")
+    assert len(errors) == 1 and errors[0].startswith(f"argument `{name}` of typed must be {described}, "), errors
 
 
 # --- calling --------------------------------------------------------------------------------------

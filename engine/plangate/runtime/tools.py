@@ -36,7 +36,9 @@ no canonical JSON form fails too, and a successful result is the JSON value the 
 
 from __future__ import annotations
 
+import collections.abc
 import contextlib
+import enum
 import functools
 import importlib
 import importlib.util
@@ -308,12 +310,28 @@ def _conforms(value: Any, hint: Any) -> bool:
     origin = typing.get_origin(hint)
     if origin is typing.Union or origin is types.UnionType:
         return any(_conforms(value, option) for option in typing.get_args(hint))
-    if hint is list or origin is list:
+    if origin is typing.Literal:  # `True` is not `1`: the type must match as well as the value
+        return any(type(value) is type(option) and value == option for option in typing.get_args(hint))
+    if isinstance(hint, typing.NewType):
+        return _conforms(value, hint.__supertype__)
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):  # a tool is given the member's value
+        return any(type(value) is type(member.value) and value == member.value for member in hint)
+    if typing.is_typeddict(hint):
+        fields = typing.get_type_hints(hint)
+        return isinstance(value, dict) and hint.__required_keys__ <= value.keys() and all(
+            key in fields and _conforms(item, fields[key]) for key, item in value.items())
+    if hint in (list, tuple) or origin in (list, collections.abc.Sequence, collections.abc.Iterable):
         item_hints = typing.get_args(hint)
         return isinstance(value, list) and (
             not item_hints or all(_conforms(item, item_hints[0]) for item in value)
         )
-    if hint is dict or origin is dict:
+    if origin is tuple:  # `tuple[int, str]`: that many items; `tuple[int, ...]`: any number
+        item_hints = typing.get_args(hint)
+        if len(item_hints) == 2 and item_hints[1] is Ellipsis:
+            return isinstance(value, list) and all(_conforms(item, item_hints[0]) for item in value)
+        return isinstance(value, list) and len(value) == len(item_hints) and all(
+            _conforms(item, item_hint) for item, item_hint in zip(value, item_hints))
+    if hint is dict or origin in (dict, collections.abc.Mapping):
         key_and_value_hints = typing.get_args(hint)
         return isinstance(value, dict) and (
             not key_and_value_hints
@@ -328,8 +346,14 @@ def _describe(hint: Any) -> str:
     origin = typing.get_origin(hint)
     if origin is typing.Union or origin is types.UnionType:
         return " | ".join(_describe(option) for option in typing.get_args(hint))
+    if origin is typing.Literal:
+        return " | ".join(json.dumps(option) for option in typing.get_args(hint))
+    if isinstance(hint, typing.NewType):
+        return f"{hint.__name__} ({_describe(hint.__supertype__)})"
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return f"{hint.__name__} (" + " | ".join(json.dumps(member.value, default=str) for member in hint) + ")"
     if origin is not None:
-        return f"{origin.__name__}[{', '.join(_describe(arg) for arg in typing.get_args(hint))}]"
+        return f"{origin.__name__}[{', '.join('...' if arg is Ellipsis else _describe(arg) for arg in typing.get_args(hint))}]"
     return getattr(hint, "__name__", repr(hint))
 
 
