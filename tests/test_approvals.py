@@ -176,7 +176,7 @@ def test_the_same_approver_twice_counts_once(runtime, demo):
     assert runtime.advance(run).steps["refund"]["state"] == "waiting_for_approval"
     runtime.approve(run, "refund", "alice", "operator")
     bob = runtime.approve(run, "refund", "bob", "approver")
-    runtime.approve(run, "refund", "bob", "approver")  # bob again, through the runtime
+    runtime.approve(run, "refund", " bob ", "approver")  # bob again, through the runtime (names are trimmed)
     runtime.journal.append(run, "approval", bob, step="refund")  # and his record replayed
     assert_still_waits(runtime, run, "refund", demo, "payments.refund", '1 more approval(s) by role "approver"')
     runtime.approve(run, "refund", "carol", "approver")
@@ -271,3 +271,13 @@ def test_a_blank_approver_or_role_is_refused(tmp_path, demo):
         for approver, role in (("", "operator"), ("   ", "operator"), ("alice", " ")):
             with pytest.raises(RunError, match="not blanks"):
                 runtime.approve(run, "route", approver, role)
+
+
+def test_approve_refuses_a_step_whose_call_will_not_be_made(runtime, demo):
+    run = paused_at_route(runtime)
+    with pytest.raises(RunError, match="step `build` is succeeded .*: an approval would not change that"):
+        runtime.approve(run, "build", "alice", "operator")
+    runtime.journal.append(run, "state", {"state": "blocked", "reason": "denied by `no-star`"}, step="route")
+    with pytest.raises(RunError, match="step `route` is blocked \\(denied by `no-star`\\): an approval would not "
+                                       "change that; a new plan version decides it again"):
+        runtime.approve(run, "route", "alice", "operator")

@@ -99,6 +99,9 @@ from plangate.source import SourceFile
 DEFAULT_APPROVAL_SECONDS = 24 * 3600  # how long an approval lasts when neither plan nor policy says
 FINISHED = frozenset({"succeeded", "skipped", "failed", "blocked", "cancelled", "compensated"})
 ENDED = frozenset({"aborted", "succeeded", "failed"})  # run states after which nothing runs
+# Step states in which the step's call will not be made as things stand: nothing to approve.
+_NOT_APPROVABLE = frozenset({"succeeded", "failed", "skipped", "blocked", "cancelled", "compensated",
+                             "outcome_unknown", "verifying", "running"})
 GOOD = frozenset({"succeeded", "skipped"})
 BAD = frozenset({"failed", "blocked", "cancelled", "compensated"})
 BOUNDARIES = ("before_intent", "after_intent", "after_call", "after_result")
@@ -736,6 +739,12 @@ class Runtime:
         step = _step(view.plan, step_id)
         if step is None or step.call is None:
             raise RunError(f"run `{run}` has no step `{step_id}`")
+        state = view.states.get(step_id)
+        if state in _NOT_APPROVABLE:
+            raise RunError(f"step `{step_id}` is {state} ({view.reasons.get(step_id) or 'no reason recorded'}): "
+                           f"an approval would not change that" + (
+                               "; a new plan version decides it again" if state in ("blocked", "cancelled", "skipped")
+                               else ""))
         call = self.exact_call(view, step)
         needs = self.required_approvals(view, step, self._requirements(view, step, call["args"]))
         if role not in needs:
@@ -751,7 +760,8 @@ class Runtime:
         `approval_call` returned when the call was displayed) it binds to that call and is refused
         if the step's call is no longer that one. The check and the record are one atomic step: the
         record is appended only if no other record of the run came in between (else both again)."""
-        if not approver.strip() or not role.strip():
+        approver, role = approver.strip(), role.strip()  # `--as "al "` is `al`: one person, counted once
+        if not approver or not role:
             raise RunError("an approval needs an approver's name and a role (`--as NAME --role ROLE`), not blanks")
         for _ in range(50):
             call = self.approval_call(run, step_id, role)
