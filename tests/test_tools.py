@@ -310,6 +310,22 @@ def test_literal_enum_newtype_typeddict_tuple_and_abstract_hints_are_checked(nam
 # --- calling --------------------------------------------------------------------------------------
 
 
+def test_an_async_tool_and_hook_are_run_to_their_end():
+    import asyncio
+
+    @tool("slowly")
+    async def slowly(n: int) -> dict:
+        await asyncio.sleep(0)
+        return {"n": n}
+
+    @slowly.reconcile
+    async def slowly_reconcile(idempotency_key: str) -> dict | None:
+        return {"key": idempotency_key}
+
+    assert invoke(slowly, {"n": 2}) == Outcome(True, result={"n": 2})
+    assert invoke_reconcile(slowly, "k-1") == Outcome(True, result={"key": "k-1"})
+
+
 def test_an_exception_fails_the_outcome_with_its_message():
     @tool("explodes")
     def explodes(reason: str) -> dict:

@@ -376,7 +376,9 @@ def _run(args: argparse.Namespace) -> int:
     if result.errors or result.exit_code() == 2:
         sys.stderr.write(render(result.diagnostics, result.sources, "text", files=result.files,
                                 color=_use_color("auto", sys.stderr), tool_version=__version__))
-        print("plangate: the plan has errors; nothing was run", file=sys.stderr)
+        unread = [d.file for d in result.diagnostics if d.name == "unreadable-input"]
+        print("plangate: " + (f"could not read {', '.join(f'`{name}`' for name in unread)}" if unread
+                              else "the plan or its policies have errors") + "; nothing was run", file=sys.stderr)
         return 2
     plan_text = result.sources.get(args.plan).text
     policy_texts = [(name, result.sources.get(name).text) for name in policies]

@@ -84,7 +84,8 @@ def _write(value: Any, parts: list[str]) -> None:
             _write(value[key], parts)
         parts.append("}")
     else:
-        raise TypeError(f"a {type(value).__name__} has no canonical JSON form")
+        kind = type(value).__name__
+        raise TypeError(f"{'an' if kind[:1].lower() in 'aeiou' else 'a'} {kind} value has no canonical JSON form")
 
 
 def _string(text: str) -> str:

@@ -36,6 +36,7 @@ no canonical JSON form fails too, and a successful result is the JSON value the 
 
 from __future__ import annotations
 
+import asyncio
 import collections.abc
 import contextlib
 import enum
@@ -219,7 +220,7 @@ def bind(
         if parameter is not None and not _conforms(value, parameter.hint):
             errors.append(
                 f"argument `{name}` of {bound_tool.name} must be {_describe(parameter.hint)}, "
-                f"not {_json_type(value)} {_preview(value)}"
+                f"not {'null' if value is None else f'{_json_type(value)} {_preview(value)}'}"
             )
         kwargs[name] = value
     for parameter in bound_tool.parameters.values():
@@ -369,6 +370,8 @@ def _preview(value: Any) -> str:
 def _call(function: Callable[..., Any], kwargs: dict[str, Any], what: str) -> Outcome:
     try:
         result = function(**kwargs)
+        if inspect.iscoroutine(result):  # an `async def` tool or hook: run it to its end on this thread
+            result = asyncio.run(result)
     except KeyboardInterrupt:
         raise
     except BaseException as error:  # SystemExit too: a tool cannot end the run, only fail its attempt
