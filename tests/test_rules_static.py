@@ -80,3 +80,23 @@ def test_witnesses_are_cel_values():
 ])
 def test_value_source(value, text):
     assert value_source(value) == text
+
+
+def test_nothing_fires_and_nothing_is_required_for_a_step_that_never_runs():
+    """`when false` (and what uses its result) never runs: `unreachable-step` says so, and no rule
+    or requirement is held against it — a deny that "must fire" there would contradict it."""
+    policy = """policy q {
+      tool ro.get { risk read_only }
+      tool ext.send { risk external_write args { to: string } }
+      require approval when step.risk >= external_write by role "operator" within 1h
+      deny "no-evil" when call.tool == "ext.send" && args.to == "evil"
+    }"""
+    plan = """plan wf {
+      step a { call ro.get() }
+      step b { call ext.send(to: "evil") when 1 > 2 idempotency "k" }
+      step c { call ext.send(to: b.result.x) idempotency "k" }
+      step d { call ext.send(to: "evil") idempotency "k" approval by role "operator" }
+    }"""
+    found = [(d.name, d.span.start) for d in diagnostics(plan, policy)]
+    assert [name for name, _ in found] == ["unreachable-step", "unreachable-step", "policy-deny"]
+    assert found[-1][1] == plan.index('ext.send(to: "evil") idempotency "k" approval')

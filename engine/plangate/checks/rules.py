@@ -123,7 +123,8 @@ class StepDecisions:
         return sorted((step_id for steps in groups for step_id in steps), key=self._position.__getitem__)
 
     def _values(self, reads: tuple[tuple[str, str], ...]) -> dict[str, tuple[Any, ...]]:
-        """Per step: whether its call can never be made (then nothing fires for it), and the values of
+        """Per step: whether its call can never be made or the step never runs (then nothing fires for
+        it), and the values of
         the `step` fields in `reads` (`call.tool` is `step.tool`), floats by their exact bits (0.0 and
         -0.0 print differently)."""
         found = self._read_values.get(reads)
@@ -133,8 +134,8 @@ class StepDecisions:
             for step_id in self.steps_with_calls:
                 facts = self.facts[step_id]
                 parts = [_MISSING if value is None else value(facts) for value in fields]
-                found[step_id] = (bool(facts.failing), *(part.hex() if isinstance(part, float) else part
-                                                         for part in parts))
+                found[step_id] = (bool(facts.failing) or facts.never_runs,
+                                  *(part.hex() if isinstance(part, float) else part for part in parts))
             self._read_values[reads] = found
         return found
 
@@ -153,9 +154,9 @@ def decide_for_step(evaluator: Any, when: cel.Expr, facts: StepFacts, activation
     the step runs (its own `when` is taken into account): through the arguments' computations, or,
     when that is outside what the solver reasons about, with the computed arguments as opaque
     values of their declared types. Shared by deny/warn rules and requirements. A call with a
-    constant argument that fails to evaluate can never be made (`cel-type-error` says why): nothing
-    fires for it."""
-    if facts.failing:
+    constant argument that fails to evaluate can never be made (`cel-type-error` says why), nor can
+    that of a step that never runs (`unreachable-step`): nothing fires for it."""
+    if facts.failing or facts.never_runs:
         return StaticVerdict("never")
     condition, results = symbolic(when, facts)
     if condition is not when:

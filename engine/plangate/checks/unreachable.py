@@ -19,21 +19,40 @@ from plangate.diagnostics import Diagnostic, diagnostic
 def check(ctx: PlanContext) -> Iterator[Diagnostic]:
     if not ctx.graph.is_dag():
         return
-    never: dict[str, str] = {}  # step → the step whose `when` rules it out
-    for step_id in ctx.graph.topological_order():
+    for step_id, cause in never_running(ctx).items():
         step = ctx.graph.steps[step_id]
-        if step.when is not None and constant_false(step.when):
-            never[step_id] = step_id
+        if cause == step_id:
+            assert step.when is not None
             yield diagnostic("unreachable-step", step.when.span, f"step `{step_id}` can never run: its `when` is always false",
                              help="remove the step or give it a real condition")
-            continue
-        blocked_by = next((p for p in ctx.graph.pred[step_id]
-                           if p in never and ctx.graph.edges[(p, step_id)].kind == "reference"), None) if never else None
-        if blocked_by is not None:
-            never[step_id] = blocked_by
+        else:
             yield diagnostic("unreachable-step", step.id_span,
-                             f"step `{step_id}` can never run: it uses the result of `{blocked_by}`, which never runs",
+                             f"step `{step_id}` can never run: it uses the result of `{cause}`, which never runs",
                              help="remove the dependency or the step")
+
+
+def never_running(ctx: PlanContext) -> dict[str, str]:
+    """The steps that can never run, in topological order: each with itself when its own `when` is
+    constant and false, else with the step that never runs whose result it uses; empty unless the
+    plan is a DAG.
+    Computed once per plan and kept in `ctx.facts` (the rules and requirements ask too: nothing
+    fires for a step that never runs)."""
+    known = ctx.facts.get("never_running")
+    if known is not None:
+        return known
+    never: dict[str, str] = {}
+    if ctx.graph.is_dag():
+        for step_id in ctx.graph.topological_order():
+            step = ctx.graph.steps[step_id]
+            if step.when is not None and constant_false(step.when):
+                never[step_id] = step_id
+                continue
+            blocked_by = next((p for p in ctx.graph.pred[step_id]
+                               if p in never and ctx.graph.edges[(p, step_id)].kind == "reference"), None) if never else None
+            if blocked_by is not None:
+                never[step_id] = blocked_by
+    ctx.facts["never_running"] = never
+    return never
 
 
 def constant_false(condition: Expr) -> bool:

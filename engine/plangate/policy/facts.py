@@ -41,6 +41,8 @@ class StepFacts:
     computed: dict[str, cel.Expr] = field(default_factory=dict)
     # Constant arguments that fail to evaluate (`cel-type-error`): the call can never be made.
     failing: tuple[str, ...] = ()
+    # Its `when` is constant and false, or it uses the result of a step that never runs (`unreachable-step`).
+    never_runs: bool = False
 
 
 def effective_risk(step: Step, entry: CatalogueEntry | None) -> Risk:
@@ -54,7 +56,11 @@ def plan_facts(ctx: "PlanContext") -> dict[str, StepFacts]:
     """The facts of every step (first of each id), computed once and kept in `ctx.facts`."""
     cached = ctx.facts.get("steps")
     if cached is None:
+        from plangate.checks.unreachable import never_running
+
         cached = {step_id: step_facts(step, ctx.policy) for step_id, step in ctx.graph.steps.items()}
+        for step_id in never_running(ctx):
+            cached[step_id].never_runs = True
         ctx.facts["steps"] = cached
     return cached
 
