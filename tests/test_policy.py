@@ -153,6 +153,17 @@ def test_failing_policy_tests_text_report(tmp_path, capsys):
     assert "did you mean `large-refund`?" in out
 
 
+def test_a_test_whose_call_is_missing_or_not_constant_fails_once_and_says_why(tmp_path, capsys):
+    path = write(tmp_path, "q.policy", 'policy q { tool a.b { risk read_only }\n'
+                                       '  test "computed" { call a.b(v: z.result.x) expect allow }\n'
+                                       '  test "no call" { expect allow } }')
+    code, out, _ = run(capsys, "test", path)
+    assert code == 1
+    assert "FAIL q › computed   (the call's arguments are not constants)" in out
+    assert "FAIL q › no call   (no call to decide)" in out and "0 passed, 2 failed" in out
+    assert out.count("missing-call") == 1 and "not in the catalogue" not in out
+
+
 def test_policy_tests_as_junit_one_case_per_test_block(tmp_path, capsys):
     import xml.etree.ElementTree as ET
 

@@ -89,6 +89,8 @@ def run_test(policy: CompiledPolicy, policy_id: str, test: PolicyTest) -> tuple[
     from plangate.ir.nodes import Step
 
     problems: list[Diagnostic] = []
+    if not test.call.tool:  # the test has no `call` (`missing-call` says so): there is nothing to decide
+        return TestOutcome(policy_id, test.name, False, "no call to decide"), problems
     args: dict[str, Any] = {}
     for argument in test.call.args:
         value = compile_expr(argument.value)({})
@@ -96,8 +98,9 @@ def run_test(policy: CompiledPolicy, policy_id: str, test: PolicyTest) -> tuple[
             problems.append(diagnostic("policy-test-failed", argument.value.span,
                                        f"test `{test.name}`: argument `{argument.name}` is not a constant: {value.message}",
                                        help="a test's call takes literal values"))
-            value = None
         args[argument.name] = value
+    if problems:  # the call under test is not known: it decides nothing, so the test cannot pass
+        return TestOutcome(policy_id, test.name, False, "the call's arguments are not constants"), problems
     entry = policy.match(test.call.tool)
     step = Step(id="test", call=test.call, risk=test.risk)
     args = typed_arguments(entry, args)
