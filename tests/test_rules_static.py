@@ -100,3 +100,10 @@ def test_nothing_fires_and_nothing_is_required_for_a_step_that_never_runs():
     found = [(d.name, d.span.start) for d in diagnostics(plan, policy)]
     assert [name for name, _ in found] == ["unreachable-step", "unreachable-step", "policy-deny"]
     assert found[-1][1] == plan.index('ext.send(to: "evil") idempotency "k" approval')
+
+
+def test_a_check_that_declares_a_write_is_reported_without_a_policy_too():
+    plan = 'plan p { check c { call rw.put(k: "y") risk reversible_write } check d { call ro.get() } }'
+    found = check_sources([SourceFile("p.plan", plan)]).diagnostics
+    assert [(d.name, d.message) for d in found if d.name != "no-policy"] == [
+        ("check-not-read-only", "check `c` calls `rw.put`, which is `reversible_write` by its declared risk")]

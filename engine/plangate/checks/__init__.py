@@ -14,6 +14,7 @@ from types import ModuleType
 from plangate.checks import (
     budget,
     catalogue,
+    check_steps,
     currency,
     dependency_cycle,
     expressions,
@@ -51,6 +52,7 @@ PLAN_CHECKS: tuple[Check, ...] = (
     Check("open-decision", open_decision),
     Check("unreachable", unreachable, needs_dag=True),
     Check("catalogue", catalogue, needs_policy=True),
+    Check("check-steps", check_steps),
     Check("retry-idempotency", retry_idempotency),
     Check("requirements", requirements, needs_policy=True),
     Check("rules", rules, needs_policy=True),

@@ -1,4 +1,4 @@
-"""The catalogue: `unknown-tool`, `arg-type`, `risk-underdeclared`, `check-not-read-only`.
+"""The catalogue: `unknown-tool`, `arg-type`, `risk-underdeclared`.
 
 Every call (a step's `call` and its `rollback`) must match a catalogue entry; with
 `unknown_tools warn` an unmatched tool is a warning, else an error. Where the entry has an `args`
@@ -19,7 +19,7 @@ from plangate.cel.evaluate import CelError, Duration, Timestamp, Uint, parse_dur
 from plangate.cel.types import DYN, INT, ListType, MapType, Primitive, check_types
 from plangate.checks.context import PlanContext
 from plangate.diagnostics import Diagnostic, Label, Severity, diagnostic
-from plangate.ir.nodes import Risk, Step, ToolCall
+from plangate.ir.nodes import Step, ToolCall
 from plangate.policy.compiled import CatalogueEntry, CompiledPolicy
 from plangate.policy.facts import plan_facts, static_arguments
 from plangate.smt.encode import Unknown
@@ -46,17 +46,6 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
                 f"`{step.call.tool}` is `{facts.entry.risk.name}` in the catalogue",
                 labels=[Label(facts.entry.span, f"`{facts.entry.pattern}` is `{facts.entry.risk.name}` here")],
                 help=f"declare `risk {facts.entry.risk.name}` (or higher)")
-        if step.kind == "check" and facts.effective_risk > Risk.read_only:
-            if (facts.declared_risk or 0) > Risk.read_only:
-                why = f"which is `{facts.effective_risk.name}` by its declared risk"
-            elif facts.entry is not None:
-                why = f"which is `{facts.effective_risk.name}` by the catalogue"
-            else:
-                why = f"which the catalogue does not list, so it counts as `{facts.effective_risk.name}`"
-            yield diagnostic(
-                "check-not-read-only", step.call.tool_span,
-                f"check `{step.id}` calls `{step.call.tool}`, {why}",
-                help="a check only observes: call a read-only tool, or make this a `step` followed by a `check`")
 
 
 def call_diagnostics(policy: CompiledPolicy, step: Step, call: ToolCall, entry: CatalogueEntry | None,
