@@ -378,6 +378,16 @@ def test_junit_one_case_per_file_with_failures_for_errors(sources, diagnostics):
     assert "note[PG315] no-policy" in cases[3].findtext("system-out")
 
 
+def test_junit_under_strict_fails_warnings_too_as_the_exit_code_does(sources, diagnostics):
+    root = ET.fromstring(render_junit(diagnostics, sources, files=FILES, strict=True))
+    cases = root.find("testsuite").findall("testcase")
+    assert root.get("failures") == "1"
+    assert [failure.get("type") for failure in cases[0].findall("failure")] == [
+        "PG304 approval-missing", "PG301 unknown-tool", "PG109 unreachable-step"]
+    assert cases[0].find("system-out") is None
+    assert "note[PG315] no-policy" in cases[3].findtext("system-out") and cases[3].find("failure") is None
+
+
 def test_junit_survives_characters_xml_cannot_hold():
     sources = SourceMap()
     source = sources.add(SourceFile("bad.plan", "\x01\x02\n"))

@@ -262,7 +262,7 @@ def _check(args: argparse.Namespace) -> int:
     color = args.output is None and args.format == "text" and _use_color(args.color, sys.stdout)
     listed = result.checked_files if args.format in ("text", "json") else result.files  # counted vs listed
     text = render(result.diagnostics, result.sources, args.format, files=listed, color=color,
-                  tool_version=__version__)
+                  tool_version=__version__, strict=args.strict)
     failed = _emit(text, args.output)
     return failed if failed is not None else result.exit_code(strict=args.strict)
 
@@ -284,7 +284,8 @@ def _test(args: argparse.Namespace) -> int:
 
     result = run_policy_tests(args.policies)
     if args.format == "junit":  # a test case per policy test, not per file
-        text = render_test_junit(result.outcomes, result.diagnostics, result.sources, files=result.files)
+        text = render_test_junit(result.outcomes, result.diagnostics, result.sources, files=result.files,
+                                 strict=args.strict)
     else:
         text = render(result.diagnostics, result.sources, args.format, files=result.files,
                       color=args.output is None and args.format == "text" and _use_color("auto", sys.stdout),

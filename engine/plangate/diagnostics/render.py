@@ -50,8 +50,10 @@ def render(
     files: list[str],
     color: bool = False,
     tool_version: str,
+    strict: bool = False,
 ) -> str:
-    """Render `diagnostics` in one of `FORMATS`; `color` only affects `text`."""
+    """Render `diagnostics` in one of `FORMATS`; `color` only affects `text`, `strict` (warnings
+    fail, as with `--strict`) only `junit`."""
     match format:
         case "text":
             return render_text(diagnostics, sources, files=files, color=color)
@@ -62,7 +64,7 @@ def render(
         case "github":
             return render_github(diagnostics, sources)
         case "junit":
-            return render_junit(diagnostics, sources, files=files)
+            return render_junit(diagnostics, sources, files=files, strict=strict)
     raise ValueError(f"unknown format `{format}`; expected one of {', '.join(FORMATS)}")
 
 
@@ -451,8 +453,9 @@ def _xml_text(text: str) -> str:
     return _NOT_XML.sub("\ufffd", text)
 
 
-def render_junit(diagnostics: list[Diagnostic], sources: SourceMap, *, files: list[str]) -> str:
-    """One test case per file: its errors are `<failure>`s, its warnings and notes `<system-out>`.
+def render_junit(diagnostics: list[Diagnostic], sources: SourceMap, *, files: list[str], strict: bool = False) -> str:
+    """One test case per file: its errors are `<failure>`s (and, `strict`, its warnings), the rest
+    `<system-out>`.
 
     `tests` counts test cases and `failures` the test cases with at least one failure. A diagnostic
     whose file was not among `files` gets a test case of its own, so that no error is dropped.
@@ -460,31 +463,38 @@ def render_junit(diagnostics: list[Diagnostic], sources: SourceMap, *, files: li
     by_file: dict[str, list[Diagnostic]] = {name: [] for name in files}
     for item in diagnostics:
         by_file.setdefault(item.file or _NO_FILE_CASE, []).append(item)
-    return _junit_document([("plangate", name, found, _has_error(found)) for name, found in by_file.items()], sources)
+    return _junit_document([("plangate", name, found, _has_error(found, strict)) for name, found in by_file.items()],
+                           sources, strict)
 
 
 def render_test_junit(outcomes: list, diagnostics: list[Diagnostic], sources: SourceMap, *,
-                      files: list[str]) -> str:
+                      files: list[str], strict: bool = False) -> str:
     """`plangate test` as JUnit: one test case per policy `test` block (classname: its file), failed
     when it does not get its expected decision or reports an error; then one per file for what
     belongs to no test (a policy that does not parse, a malformed rule)."""
     owned = {id(item) for outcome in outcomes for item in outcome.problems}
     cases = [(outcome.file or outcome.policy, outcome.name, outcome.problems,
-              not outcome.passed or _has_error(outcome.problems)) for outcome in outcomes]
+              not outcome.passed or _has_error(outcome.problems, strict)) for outcome in outcomes]
     by_file: dict[str, list[Diagnostic]] = {}
     for item in diagnostics:
         if id(item) not in owned:
             by_file.setdefault(item.file or _NO_FILE_CASE, []).append(item)
-    cases.extend(("plangate", name, found, _has_error(found)) for name, found in by_file.items())
-    return _junit_document(cases, sources)
+    cases.extend(("plangate", name, found, _has_error(found, strict)) for name, found in by_file.items())
+    return _junit_document(cases, sources, strict)
 
 
-def _has_error(found: list[Diagnostic]) -> bool:
-    return any(item.severity is Severity.ERROR for item in found)
+def _fails(item: Diagnostic, strict: bool) -> bool:
+    return item.severity is Severity.ERROR or (strict and item.severity is Severity.WARNING)
 
 
-def _junit_document(cases: list[tuple[str, str, list[Diagnostic], bool]], sources: SourceMap) -> str:
-    """cases: (classname, name, diagnostics, failed). Errors are `<failure>`s, the rest `<system-out>`."""
+def _has_error(found: list[Diagnostic], strict: bool = False) -> bool:
+    return any(_fails(item, strict) for item in found)
+
+
+def _junit_document(cases: list[tuple[str, str, list[Diagnostic], bool]], sources: SourceMap,
+                    strict: bool = False) -> str:
+    """cases: (classname, name, diagnostics, failed). Errors (and, `strict`, warnings) are
+    `<failure>`s, the rest `<system-out>`."""
     counts = {"tests": str(len(cases)), "failures": str(sum(failed for *_, failed in cases)), "errors": "0"}
     root = ET.Element("testsuites", {"name": "plangate", **counts})
     suite = ET.SubElement(root, "testsuite", {"name": "plangate", **counts, "skipped": "0"})
@@ -493,14 +503,14 @@ def _junit_document(cases: list[tuple[str, str, list[Diagnostic], bool]], source
         output = []
         for item in found:
             text = _xml_text(format_diagnostic(item, sources))
-            if item.severity is Severity.ERROR:
+            if _fails(item, strict):
                 failure = ET.SubElement(
                     case, "failure", {"type": f"{item.code} {item.name}", "message": _xml_text(item.message)}
                 )
                 failure.text = text
             else:
                 output.append(text)
-        if failed and not _has_error(found):
+        if failed and not _has_error(found, strict):
             ET.SubElement(case, "failure", {"type": "failed", "message": "the test did not pass"})
         if output:
             ET.SubElement(case, "system-out").text = "\n\n".join(output)
