@@ -374,6 +374,17 @@ def test_versions_of_one_plan_are_checked_together_without_a_duplicate_warning(t
         assert [d.name for d in twice.diagnostics] == ["duplicate-plan"]
 
 
+def test_a_file_given_twice_is_checked_once(tmp_path, monkeypatch) -> None:
+    from plangate.driver import check
+
+    (tmp_path / "a.plan").write_text('plan p { step a { call t.x() risk read_only retry 1 } }\n')
+    (tmp_path / "p.policy").write_text("policy q { tool t.* { risk read_only } limit retries <= 0 }\n")
+    monkeypatch.chdir(tmp_path)
+    result = check(["a.plan", "./a.plan", str(tmp_path / "a.plan")], ["p.policy", "./p.policy"])
+    assert [d.name for d in result.diagnostics] == ["limit-exceeded"]
+    assert result.plan_files == ["a.plan"] and result.files == ["a.plan", "p.policy"]
+
+
 def test_run_with_an_empty_run_id_is_refused(tmp_path, capsys) -> None:
     plan = tmp_path / "p.plan"
     plan.write_text('plan p { step a { call t.x() risk read_only } }\n')

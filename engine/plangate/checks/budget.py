@@ -252,7 +252,8 @@ def _bounds(ctx: PlanContext, currency: str | None, scale: int, *, diagnostics: 
     budget = ctx.plan.budget
     if budget is not None:
         if budget.cost is not None and shared_currency(budget.cost.currency, currency)[0]:
-            bounds.append(Bound("cost", int(budget.cost.amount * scale), f"the plan's budget of `{budget.cost}`",
+            shown = money_text(budget.cost.amount, budget.cost.currency or currency)  # `5` of a plan in usd: `5 usd`
+            bounds.append(Bound("cost", int(budget.cost.amount * scale), f"the plan's budget of `{shown}`",
                                 budget.cost.span))
         if budget.time is not None:
             bounds.append(Bound("time", budget.time.seconds, f"the plan's budget of `{budget.time}`", budget.time.span))

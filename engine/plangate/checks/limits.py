@@ -54,9 +54,9 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
         if retries is not None and retries.count is not None and step.retry > retries.count:
             yield diagnostic(
                 "limit-exceeded", step.retry_span or step.id_span,
-                f"step `{step.id}` retries {step.retry} times, over {limit_text(retries)}",
+                f"step `{step.id}` retries {step.retry} time{'s' if step.retry != 1 else ''}, over {limit_text(retries)}",
                 labels=[Label(retries.span, "the limit is here")],
-                help=f"retry at most {retries.count} times")
+                help=f"retry at most {retries.count} time{'s' if retries.count != 1 else ''}")
         entry = policy.match(step.call.tool) if step.call is not None else None
         if entry is None:
             continue

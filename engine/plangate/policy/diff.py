@@ -804,7 +804,7 @@ def _also(group: list[Finding]) -> str:
     if not others:
         return ""
     shown = ", ".join(_label(label) for label in others[:8]) + (", …" if len(others) > 8 else "")
-    return f"; the same for {len(others)} more tool{'s' if len(others) > 1 else ''}: {shown}"
+    return f"; the same for {len(others)} more: {shown}"  # tools or patterns (`deploy.*`)
 
 
 def _label(label: str) -> str:
