@@ -153,12 +153,16 @@ def test_a_kill_at_any_boundary_of_any_step_is_recovered(tmp_path, demo, registr
         assert report.state == "succeeded", report.message
         assert_invariants(runtime, demo, uninterrupted[name])
         settled = [r.body for r in runtime.journal.records(RUN) if r.kind == "reconciled" and r.step == step]
+        intents = [r.body for r in runtime.journal.records(RUN) if r.kind == "intent" and r.step == step]
         view = runtime.view(RUN)
     if boundary in ("after_intent", "after_call"):  # the call's answer was lost: the hook settles it
         happened = boundary == "after_call" and writes(view, step)
         assert [s["happened"] for s in settled] == [happened]
         assert {s["by"] for s in settled} == {"reconcile hook"}
-        assert report.steps[step]["attempts"] == (1 if happened else 2)  # called again only if it did not happen
+        # Called again only if it did not happen, as the same attempt: a call not made is no attempt.
+        assert report.steps[step]["attempts"] == 1
+        assert [i["attempt"] for i in intents] == ([1] if happened else [1, 1])
+        assert len({i["idempotency_key"] for i in intents}) == 1
     else:
         assert settled == [] and report.steps[step]["attempts"] == 1
 

@@ -1144,8 +1144,11 @@ def _fold(view: RunView, record: Record) -> None:
         if step in view.stale and not body["happened"]:  # an earlier version's call did not happen
             view.stale.discard(step)
             _forget(view, step)
-        else:
-            view.states[step] = "verifying" if body["happened"] else "ready"
+        elif body["happened"]:
+            view.states[step] = "verifying"
+        else:  # the call was not made: it was no attempt, and the next call makes that attempt again
+            view.states[step] = "ready"
+            view.attempts[step] = max(0, view.attempts.get(step, 0) - 1)
     elif kind == "approval":
         view.approvals.setdefault(step, []).append(body)
 
