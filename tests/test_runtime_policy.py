@@ -388,3 +388,27 @@ def test_a_new_version_runs_again_a_completed_step_whose_call_reads_a_result_tha
     assert [report.steps[s]["attempts"] for s in ("a", "b", "c", "same")] == [1, 1, 1, 1]
     rechecks = {r.step: r.body["kept"] for r in runtime.journal.records(run) if r.kind == "recheck"}
     assert rechecks == {"b": False, "c": False, "same": True}
+
+
+def test_abort_exits_1_when_a_rollback_it_was_asked_for_is_refused(tmp_path, capsys):
+    """The rollback tool's cost cap is over the plan's budget, so the rollback is refused; the
+    effect stands, the report says why, and the exit code says it too."""
+    from plangate.cli import main
+
+    (tmp_path / "tools.py").write_text(
+        "from plangate import tool\n\n"
+        "@tool('ops.make')\ndef make(idempotency_key: str) -> dict:\n    return {'id': 'm-1'}\n\n"
+        "@tool('ops.unmake')\ndef unmake(id: str, idempotency_key: str) -> dict:\n    return {}\n")
+    (tmp_path / "p.policy").write_text("policy p { tool ops.make { risk reversible_write }\n"
+                                       "  tool ops.unmake { risk reversible_write cost <= 5 usd } }")
+    (tmp_path / "p.plan").write_text(
+        'plan p { budget { cost <= 3 usd } step m { call ops.make() idempotency "m" rollback ops.unmake(id: result.id) }\n'
+        '         step wait after m { call ops.make() idempotency "w" approval by role "operator" } }')
+    journal = ["--journal", str(tmp_path / "j.db")]
+    tools = ["--tools", str(tmp_path / "tools.py")]
+    plan, policy = str(tmp_path / "p.plan"), str(tmp_path / "p.policy")
+    assert main(["run", plan, "--policy", policy, *tools, "--run", "r1", *journal]) == 3  # `wait` waits
+    capsys.readouterr()
+    assert main(["abort", "r1", "--rollback", *tools, *journal]) == 1
+    out = capsys.readouterr().out
+    assert "run r1: aborted" in out and "budget" in out

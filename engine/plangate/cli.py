@@ -538,7 +538,12 @@ def _summary(record) -> str:
 @_runtime_command
 def _abort(args: argparse.Namespace) -> int:
     runtime = _runtime(args.journal, args.tools)
-    return _print_report(runtime.abort(args.run_id, args.rollback)) and 0
+    report = runtime.abort(args.run_id, args.rollback)
+    _print_report(report)
+    if report.state == "aborting":
+        return 3  # a rollback's outcome is unknown: settle it, then `resume` (or `abort` again) finishes
+    view = runtime.view(args.run_id)
+    return 1 if any(view.states.get(step_id) != "compensated" for step_id in view.to_roll_back) else 0
 
 
 _COMMANDS = {"check": _check, "explain": _explain, "test": _test, "policy": _policy, "run": _run,
