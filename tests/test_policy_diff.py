@@ -136,6 +136,19 @@ def test_a_required_argument_is_a_tightening_with_a_witness(tmp_path, capsys):
     assert ("changed", "tool t.x") in subjects(report)  # the schema edit, explained by the witness
 
 
+def test_a_tool_that_loosens_for_two_reasons_shows_a_witness_for_each(tmp_path, capsys):
+    """A deny rule removed *and* an optional argument added: NEW allows calls OLD denied for each
+    reason, and each gets its own witness (and the reverse diff, a tightening for each)."""
+    old = policy('tool a.b { risk external_write args { n: int } }\ndeny "big" when args.n > 10')
+    new = policy("tool a.b { risk read_only args { n: int, m: string? } }")
+    for first, second, kind in ((old, new, "loosened"), (new, old, "tightened")):
+        _, report, _ = diff(tmp_path, capsys, first, second)
+        allowed = [c for c in report["changes"] if c["subject"] == "allowed calls"]
+        assert [c["kind"] for c in allowed] == [kind, kind]
+        assert allowed[0]["witness"]["args"]["n"] > 10 and "denied by `big`" in allowed[0]["text"]
+        assert "m" in allowed[1]["witness"]["args"] and "declares no argument `m`" in allowed[1]["text"]
+
+
 def test_an_argument_type_change_is_seen_both_ways(tmp_path, capsys):
     old = policy("tool t.x { risk read_only args { n: int } }")
     new = policy("tool t.x { risk read_only args { n: string } }")

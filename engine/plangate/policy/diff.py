@@ -161,6 +161,7 @@ class _Side:
     entry: CatalogueEntry | None
     activation: dict[str, Any] = field(default_factory=dict)
     deny: str | None = "false"  # None: a deny rule is outside the solver's subset (see `problems`)
+    deny_rules: dict[str, str] = field(default_factory=dict)  # deny rule name → when it fires
     warn: dict[str, str | None] = field(default_factory=dict)
     needs: dict[str, str | None] = field(default_factory=dict)  # kind → when it applies
     approvals: dict[str, list[tuple[str, int, int]]] = field(default_factory=dict)  # role → (fires, count, within)
@@ -274,6 +275,9 @@ class _Model:
 
             denies = [fires(rule.when, f"deny `{rule.name}`") for rule in policy.rules if rule.effect == "deny"]
             state.deny = None if None in denies else disj(*denies)  # type: ignore[arg-type]
+            for rule, term in zip([rule for rule in policy.rules if rule.effect == "deny"], denies):
+                if term is not None:
+                    state.deny_rules[rule.name] = disj(state.deny_rules.get(rule.name, "false"), term)
             for rule in policy.rules:
                 if rule.effect == "warn":
                     found = fires(rule.when, f"warn `{rule.name}`")
@@ -691,7 +695,48 @@ def _compare(policies: dict[str, CompiledPolicy], time_bound: float) -> dict[Que
                 continue
             results[question].append(Finding(tool_class, "witness", witness, entries, decisions,
                                              confirmed, read=_conditions_read(policies, question)))
+            if question.kind == "allow" and confirmed:
+                results[question] += _other_reasons(model, question, formulas[question], decisions, policies,
+                                                    entries, time_bound)
     return results
+
+
+MAX_REASONS = 4  # witnesses sought per tool class and direction, one for each reason the stricter side has
+
+
+def _other_reasons(model: "_Model", question: Question, formula: str, decisions: dict[str, Decision],
+                   policies: dict[str, CompiledPolicy], entries: dict[str, CatalogueEntry | None],
+                   time_bound: float) -> list[Finding]:
+    """More witnesses of an allow difference, each denied by the stricter side for another reason:
+    the reasons already shown are excluded (a deny rule's condition is false; the arguments fit
+    the schema), and the solver asked again, until no witness is left or `MAX_REASONS` is reached.
+    A tool that loosens in two ways (a deny rule removed *and* an argument added) shows both."""
+    from plangate.smt import solve
+    from plangate.smt.encode import conj, neg
+
+    denying = "old" if question.direction == "loosened" else "new"
+    side = model.sides[denying]
+    found: list[Finding] = []
+    excluded: list[str] = []
+    for _ in range(MAX_REASONS - 1):
+        for reason in decisions[denying].reasons:
+            rule = re.fullmatch(r"denied by `(.*)`", reason)
+            if rule is not None and rule.group(1) in side.deny_rules:
+                excluded.append(neg(side.deny_rules[rule.group(1)]))
+            elif rule is None and not reason.endswith("is not in its catalogue"):
+                excluded.append(side.conform)  # an argument problem: now the arguments fit
+            else:
+                return found  # a reason that cannot be excluded: every witness has it
+        (answer,) = solve.check([model.query(conj(formula, *excluded))], time_bound)
+        if answer.status != "sat":
+            return found
+        witness = model.witness(answer.model)
+        decisions = {name: decide_witness(policies[name], entries[name], witness) for name in SIDES}
+        if not _confirms(question, decisions) or model.undecided(formula) is not None:
+            return found
+        found.append(Finding(model.tool_class, "witness", witness, entries, decisions, True,
+                             read=_conditions_read(policies, question)))
+    return found
 
 
 def _conditions_read(policies: dict[str, CompiledPolicy], question: Question) -> frozenset[str]:
