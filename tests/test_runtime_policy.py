@@ -412,3 +412,26 @@ def test_abort_exits_1_when_a_rollback_it_was_asked_for_is_refused(tmp_path, cap
     assert main(["abort", "r1", "--rollback", *tools, *journal]) == 1
     out = capsys.readouterr().out
     assert "run r1: aborted" in out and "budget" in out
+
+
+def test_a_completed_reader_of_a_step_the_new_version_skips_keeps_its_effect(tmp_path):
+    calls: list[str] = []
+
+    @tool("ops.put")
+    def put(v: str, idempotency_key: str) -> dict:
+        calls.append(v)
+        return {"id": f"w-{v}", "stem": v[:1]}
+
+    registry = ToolRegistry()
+    registry.register(put)
+    runtime = Runtime(Journal.open(tmp_path / "journal.db"), registry)
+    run = runtime.start(READERS_PLAN, "p.plan", [("p.policy", READERS_POLICY)], run="r1")
+    assert runtime.advance(run).state == "paused"
+    calls.clear()
+    skipping = READERS_PLAN.replace("version 1", "version 2").replace(
+        'step a { call ops.put(v: "x1")', 'step a { when false call ops.put(v: "x2")')
+    runtime.new_version(run, skipping, "p.plan")
+    report = runtime.advance(run)
+    assert calls == [] and report.steps["a"]["state"] == "skipped"
+    for reader in ("b", "c", "same"):  # they ran under version 1: their effects stand
+        assert report.steps[reader]["state"] == "succeeded", report.steps[reader]

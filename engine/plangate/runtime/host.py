@@ -485,6 +485,10 @@ class Runtime:
             self._after_failure(view, step, "its error was journaled just before a crash (see `plangate log`)")
             return "changed"
         predecessors = _predecessors(plan, step)
+        if step_id in view.recheck:  # completed under an earlier version: once what it reads is done
+            if any(view.states.get(name) not in FINISHED for name in predecessors):
+                return None
+            return self._recheck(view, step, predecessors)
         for name, kind in predecessors.items():
             other = view.states.get(name)
             if other in BAD:
@@ -496,8 +500,6 @@ class Runtime:
                 self._set(view, step_id, "skipped", f"it uses the result of `{name}`, which was skipped")
                 return "changed"
         scope = {name: {"result": view.results.get(name)} for name in predecessors}
-        if step_id in view.recheck:
-            return self._recheck(view, step, scope)
         if step.when is not None:
             value = compile_expr(step.when)(scope)
             if isinstance(value, CelError) or value is not True:
@@ -531,16 +533,20 @@ class Runtime:
         _fold(view, self.journal.append(view.run, "intent", intent, step=step_id))  # later steps of this pass count it
         return intent
 
-    def _recheck(self, view: RunView, step: Step, scope: dict[str, Any]) -> str:
-        """A completed step held back by a new plan version, once what it reads is done: its call,
-        computed from the new results, is compared with the call it made. The same call keeps the
-        step and its result; another forgets it, so it runs afresh (fresh attempts, approvals of
-        the new call). Where the new version would not call it at all (`when` no longer holds, an
-        argument fails), its effect stands and it is kept."""
+    def _recheck(self, view: RunView, step: Step, predecessors: dict[str, str]) -> str:
+        """A completed step held back by a new plan version, once every step before it is finished:
+        its call, computed from the new results, is compared with the call it made. The same call
+        keeps the step and its result; another forgets it, so it runs afresh (fresh attempts,
+        approvals of the new call). Where the new version would not call it at all (a step before
+        it did not succeed, or was skipped; its `when` no longer holds; an argument fails), its
+        effect stands and it is kept."""
         assert step.call is not None
         made = view.last_intent.get(step.id, {})
         args: dict[str, Any] = {}
-        computable = step.when is None or compile_expr(step.when)(scope) is True
+        scope = {name: {"result": view.results.get(name)} for name in predecessors}
+        computable = all(view.states.get(name) == "succeeded" or (kind == "after" and view.states.get(name) == "skipped")
+                         for name, kind in predecessors.items()) \
+            and (step.when is None or compile_expr(step.when)(scope) is True)
         for argument in step.call.args if computable else ():
             value = _call_value(compile_expr(argument.value)(scope))
             if isinstance(value, CelError):
