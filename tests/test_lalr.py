@@ -127,6 +127,23 @@ def test_the_fast_path_steps_aside_where_lark_reports_an_error(text):
     assert fast is GIVE_UP
 
 
+@pytest.mark.parametrize("text, message, hint", [
+    ("plan p {\n  stepfetch { call t.x() }\n}", "unexpected `stepfetch`", "did you mean `step fetch`? a keyword is a word of its own"),
+    ("plan p { step s { callt.x() } }", "unexpected `callt`", "did you mean `call`?"),
+    ("plan p { step s { call t.x() riskread_only } }", "unexpected `riskread_only`",
+     "did you mean `risk read_only`? a keyword is a word of its own"),
+    ("plan p { step s { call t.x() expects result.ok } }", "unexpected `expects`", "did you mean `expect`?"),
+    ("plan p {\n  stpe s { call t.x() }\n}", "unexpected `stpe`", "did you mean `step`?"),
+])
+def test_a_keyword_is_a_whole_word_and_a_near_miss_gets_a_hint(text, message, hint):
+    """§2: identifiers are `[A-Za-z_][A-Za-z0-9_]*`, so `stepfetch` is one word, never `step fetch`
+    (Lark's contextual lexer would split it where only keywords fit, but for `_WholeWords`)."""
+    fast, slow = both_ways(text)
+    assert fast is GIVE_UP and slow[0] == "raised"
+    (error,) = parse_source(SourceFile("a.plan", text)).diagnostics
+    assert error.name == "syntax-error" and error.message.startswith(message) and error.help == hint
+
+
 def test_a_parse_through_the_front_door_takes_the_fast_path(monkeypatch):
     parser = _parser()
     calls = []

@@ -81,7 +81,8 @@ class LalrDriver:
             self.actions[state] = compiled
 
         self.chains: dict[tuple[int, str, str], tuple[int, Any]] = {}
-        root = frontend.lexer.root_lexer
+        lexer = frontend.lexer
+        root = getattr(lexer, "lexer", lexer).root_lexer  # inside a post-lexer's connector, if any
         terminals = root.scanner.terminals  # Lark's order, keywords already folded into NAME
         ignored = [t.pattern.to_regexp() for t in terminals if t.name in self.ignore]
         skip = "(?:" + "|".join(f"(?>{pattern})" for pattern in ignored) + ")*+"  # possessive: never gives back

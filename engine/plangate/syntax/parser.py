@@ -40,6 +40,7 @@ from plangate.ir.lower import ExpressionTooDeep, Lowering
 from plangate.cel.ast import Expr
 from plangate.ir.nodes import Document
 from plangate.source import SourceFile, Span
+from plangate.suggest import closest
 from plangate.syntax.lalr import GIVE_UP, LalrDriver
 
 MAX_INPUT_CHARS = 8 * 1024 * 1024
@@ -175,6 +176,19 @@ def _cache_path(text: str) -> str | None:
     return None
 
 
+class _WholeWords:
+    """A post-lexer that changes no token; its `always_accept` puts `NAME` in the lexer of every
+    parser state. Lark's contextual lexer otherwise tries, where only keywords may come, the
+    keywords alone, which match a prefix of a longer word: `stepfetch {` would read as
+    `step fetch {`. With `NAME` there, a word is read whole (a keyword only when it is the whole
+    word, §2's identifiers), and `stepfetch` is an unexpected name."""
+
+    always_accept = ("NAME",)
+
+    def process(self, stream):
+        return stream
+
+
 @functools.cache
 def _parser() -> _Parser:
     text = grammar_text()
@@ -202,7 +216,7 @@ def _parser() -> _Parser:
     callbacks.update({name: count for name in _OPENERS})
     callbacks.update(BANG=count_unary, MINUS=count_unary)
     options = dict(parser="lalr", start=["start", "expression"], lexer="contextual", maybe_placeholders=True,
-                   transformer=lowering, lexer_callbacks=callbacks)
+                   transformer=lowering, lexer_callbacks=callbacks, postlex=_WholeWords())
     cache = _cache_path(text)
     try:
         lark = Lark(text, cache=cache or False, **options)
@@ -338,8 +352,11 @@ def _describe(parser: _Parser, name: str, text: str, error: UnexpectedInput) -> 
     else:
         found = f"`{token.value}`"
         span = Span(name, token.start_pos, token.end_pos)
-    if "RBRACE" in expected and (token is None or token.type == "$END" or
-                                 (token.type in _BLOCK_KEYWORDS and _starts_line(text, token.start_pos))):
+    # A keyword where no keyword is expected is read as a name (`_WholeWords`): here it is the keyword.
+    kind = parser.fast.keywords.get(str(token.value), token.type) if token is not None and token.type == "NAME" \
+        else (token.type if token is not None else "$END")
+    if "RBRACE" in expected and (token is None or kind == "$END" or
+                                 (kind in _BLOCK_KEYWORDS and _starts_line(text, token.start_pos))):
         opener = _unclosed_brace(text, span.start)
         if opener is not None:
             return diagnostic("syntax-error", span, f"expected `}}` to close the block, found {found}",
@@ -357,10 +374,33 @@ def _describe(parser: _Parser, name: str, text: str, error: UnexpectedInput) -> 
         if literal is not None:
             return literal
     label = _match_example(parser, error)
+    if label == "missing-close-brace" and kind not in _BLOCK_KEYWORDS:
+        label = None  # a misspelt clause (`aproval by …`), not the start of the next block
     if label is not None:
         message, help_text = _EXAMPLE_MESSAGES[label]
         return diagnostic("syntax-error", span, f"{message}, found {found}", help=help_text)
-    return diagnostic("syntax-error", span, f"unexpected {found}; expected {_expected_words(parser, expected)}")
+    return diagnostic("syntax-error", span, f"unexpected {found}; expected {_expected_words(parser, expected)}",
+                      help=_keyword_hint(parser, token, expected))
+
+
+def _keyword_hint(parser: _Parser, token: Token | None, expected: set[str]) -> str | None:
+    """For a word where a keyword was expected: the keyword glued to a name (`stepfetch` →
+    `step fetch`), or the keyword it misspells (`expects` → `expect`)."""
+    if token is None or token.type != "NAME":
+        return None
+    keywords = [parser.terminal_text[term] for term in expected
+                if term in parser.terminal_text and parser.terminal_text[term][:1].isalpha()]
+    word = str(token.value)
+    if word in parser.fast.keywords:  # a keyword out of place: its own message says more than a near word
+        return None
+    near = closest(word, keywords)
+    if near is not None and abs(len(word) - len(near)) <= 2:  # a letter or two off: `expects`, `cal`
+        return f"did you mean `{near}`?"
+    for keyword in sorted(keywords, key=len, reverse=True):
+        rest = word[len(keyword):]
+        if word.startswith(keyword) and len(rest) > 1 and (rest[0].isalpha() or rest[0] == "_"):
+            return f"did you mean `{keyword} {rest}`? a keyword is a word of its own"
+    return f"did you mean `{near}`?" if near is not None else None
 
 
 def _literal_in_expression(name: str, text: str, token: Token) -> Diagnostic | None:
