@@ -158,3 +158,18 @@ def test_a_gate_needs_a_policy_and_check_takes_one_path_alone():
     with pytest.raises(ValueError, match="at least one policy"):
         Gate.from_files([])
     assert check(str(ROOT / "examples" / "deploy.plan"), str(BASELINE)).exit_code() == 0
+
+
+def test_an_int_given_for_a_double_is_the_double_the_rules_see():
+    """`amount: 900` passes for a double; a rule's `args.amount * 1.05` then sees 900.0 (CEL has no
+    `int * double`: with the int the rule would fail to evaluate, and the call would slip past it).
+    A non-negative int given for a `uint` (JSON has no unsigned ints) is a uint."""
+    gate = Gate.from_sources([("p.policy", """policy p {
+      tool pay.refund { risk irreversible args { amount: double, count: uint? } }
+      deny "cap" when args.amount * 1.05 > 500.0
+      deny "many" when has(args.count) && args.count > 3u
+    }""")])
+    assert gate.decide("pay.refund", {"amount": 900}).denied_by == ["cap"]
+    assert gate.decide("pay.refund", {"amount": 100, "count": 5}).denied_by == ["many"]
+    assert gate.decide("pay.refund", {"amount": 100, "count": 2}).allowed
+    assert not gate.decide("pay.refund", {"amount": 100, "count": -1}).allowed  # no uint: refused by the schema

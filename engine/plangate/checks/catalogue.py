@@ -21,7 +21,7 @@ from plangate.checks.context import PlanContext
 from plangate.diagnostics import Diagnostic, Label, Severity, diagnostic
 from plangate.ir.nodes import Step, ToolCall
 from plangate.policy.compiled import CatalogueEntry, CompiledPolicy
-from plangate.policy.facts import plan_facts, static_arguments
+from plangate.policy.facts import as_declared, plan_facts, static_arguments
 from plangate.smt.encode import Unknown
 from plangate.suggest import closest
 
@@ -93,18 +93,14 @@ _PYTHON_TYPES = {"string": (str,), "int": (int,), "double": (float, int), "bool"
 
 
 def typed_arguments(entry: CatalogueEntry | None, args: dict[str, Any]) -> dict[str, Any]:
-    """Concrete arguments as the rules see them: a string where the entry declares a `duration` or
-    a `timestamp` becomes one when it reads as one. A tool receives such a value as its text
-    (`"30m"`), so the gate's callers and the runtime hold it so; a rule compares durations."""
+    """Concrete arguments as the rules see them, of the types the entry declares: a string where it
+    declares a `duration` or a `timestamp` becomes one when it reads as one (a tool receives such a
+    value as its text, `"30m"`, so the gate's callers and the runtime hold it so; a rule compares
+    durations); an int where it declares a `double` becomes that double (`amount: 900` passes for a
+    double, and a rule's `args.amount * 1.05` must then see 900.0, not fail on `int * double`); a
+    non-negative int where it declares a `uint` becomes a `uint` (JSON has no unsigned ints)."""
     declared = {spec.name: spec.type for spec in entry.args} if entry is not None and entry.args else {}
-    typed: dict[str, Any] = {}
-    for name, value in args.items():
-        parse = {"duration": parse_duration, "timestamp": parse_timestamp}.get(declared.get(name, ""))
-        if parse is not None and isinstance(value, str):
-            parsed = parse(value)
-            value = value if isinstance(parsed, CelError) else parsed
-        typed[str(name)] = value
-    return typed
+    return {str(name): as_declared(declared.get(name, ""), value) for name, value in args.items()}
 
 
 def argument_problems(tool: str, entry: CatalogueEntry | None, args: dict[str, Any]) -> list[str]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from plangate.cel import ast as cel
-from plangate.cel.evaluate import CelError, Duration, constant_value
+from plangate.cel.evaluate import CelError, Duration, Uint, constant_value, parse_duration, parse_timestamp
 from plangate.ir.nodes import Plan, Risk, Step, ToolCall
 from plangate.policy.compiled import CatalogueEntry, CompiledPolicy
 from plangate.smt.encode import Unknown
@@ -156,8 +156,30 @@ def static_arguments(step_id: str, call: ToolCall, entry: CatalogueEntry | None,
             values[argument.name] = Unknown(path or f"{step_id}.args.{argument.name}", kind)
             continue
         value = constant_value(expr)
-        values[argument.name] = Unknown(f"{step_id}.args.{argument.name}", kind) if isinstance(value, CelError) else value
+        if isinstance(value, CelError):
+            values[argument.name] = Unknown(f"{step_id}.args.{argument.name}", kind)
+        elif types.get(argument.name) == "double":  # an int passes for a double: the rules see the double
+            values[argument.name] = as_declared("double", value)
+        else:  # `5` for a uint or `"1h"` for a duration are the catalogue's to report, as written
+            values[argument.name] = value
     return values
+
+
+def as_declared(declared: str, value: Any) -> Any:
+    """`value` as a value of the `declared` argument type, where CEL would hold it so (see
+    `typed_arguments`); any other value as it is."""
+    parse = {"duration": parse_duration, "timestamp": parse_timestamp}.get(declared)
+    if parse is not None and isinstance(value, str):
+        parsed = parse(value)
+        return value if isinstance(parsed, CelError) else parsed
+    if declared == "double" and isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return float(value)
+        except OverflowError:
+            return value  # no double holds it: the type check says so
+    if declared == "uint" and type(value) is int and 0 <= value < 2 ** 64:
+        return Uint(value)
+    return value
 
 
 def depends_on_results(expr: cel.Expr) -> bool:
