@@ -173,3 +173,23 @@ def test_an_int_given_for_a_double_is_the_double_the_rules_see():
     assert gate.decide("pay.refund", {"amount": 100, "count": 5}).denied_by == ["many"]
     assert gate.decide("pay.refund", {"amount": 100, "count": 2}).allowed
     assert not gate.decide("pay.refund", {"amount": 100, "count": -1}).allowed  # no uint: refused by the schema
+
+
+def test_the_gate_refuses_what_no_call_could_be_and_what_check_would_refuse():
+    import json
+
+    gate = Gate.from_files(str(BASELINE))  # one path as itself
+    nan = gate.decide("payments.refund", json.loads('{"charge_id": "ch_1", "amount": NaN, "currency": "EUR"}'))
+    assert not nan.allowed and nan.reasons == ["the arguments have no JSON form: JSON has no spelling for the float nan"]
+    as_check = gate.decide("dns.route", {"host": "h", "target": "t"}, kind="check")
+    assert not as_check.allowed and "a check only observes, and `dns.route` is `external_write`" in as_check.reasons
+    pattern = gate.decide("deploy.*", {})
+    assert not pattern.allowed and pattern.reasons[0].startswith("`deploy.*` is not a tool name")
+    retried = Gate.from_sources([("p.policy", "policy p { tool t.x { risk read_only } limit retries <= 3 }")])
+    assert retried.decide("t.x", {}, retry=3).allowed
+    assert retried.decide("t.x", {}, retry=4).reasons == ["4 retries are over `limit retries <= 3`"]
+    for tool, args in ((None, {}), (123, {}), ("t.x", "x")):
+        with pytest.raises(TypeError):
+            gate.decide(tool, args)
+    with pytest.raises(TypeError, match="a \\(name, text\\) pair or a SourceFile"):
+        Gate.from_sources(["policy p { }"])

@@ -28,6 +28,7 @@ in the decision. `check_plan` runs the static checker on a plan text under the s
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -36,6 +37,17 @@ from plangate.driver import CheckResult, check_sources, read_sources
 from plangate.ir.nodes import RISK_NAMES, Plan, Risk, RiskRef, Step, ToolCall
 from plangate.policy.compiled import CompiledPolicy
 from plangate.source import SourceFile
+
+
+_TOOL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+def _pair(item: Any) -> tuple[str, str]:
+    try:
+        name, text = item
+    except (TypeError, ValueError):
+        raise TypeError(f"a policy source is a (name, text) pair or a SourceFile, not {type(item).__name__}") from None
+    return str(name), str(text)
 
 
 class GateError(Exception):
@@ -89,7 +101,11 @@ class Gate:
         self._sources = list(sources)
 
     @classmethod
-    def from_files(cls, paths: Sequence[str | os.PathLike[str]]) -> "Gate":
+    def from_files(cls, paths: Sequence[str | os.PathLike[str]] | str | os.PathLike[str]) -> "Gate":
+        """Policies read from files (one path may be given as itself); `GateError` when any cannot
+        be read or has an error."""
+        if isinstance(paths, (str, os.PathLike)):
+            paths = [paths]
         problems: list[Diagnostic] = []
         sources = read_sources(paths, problems)
         if problems:
@@ -98,8 +114,8 @@ class Gate:
 
     @classmethod
     def from_sources(cls, sources: Sequence[tuple[str, str]]) -> "Gate":
-        """Policies given as (name, text) pairs; `GateError` when any has an error."""
-        files = [SourceFile(name, text) for name, text in sources]
+        """Policies given as (name, text) pairs (or `SourceFile`s); `GateError` when any has an error."""
+        files = [item if isinstance(item, SourceFile) else SourceFile(*_pair(item)) for item in sources]
         if not files:
             raise ValueError("a gate needs at least one policy")
         result = check_sources([], files)
@@ -115,11 +131,20 @@ class Gate:
     def decide(self, tool: str, args: Mapping[str, Any] | None = None, *, risk: str | Risk | None = None,
                step: str = "call", kind: str = "step", retry: int = 0, plan: str = "gate",
                plan_version: int | None = None) -> GateDecision:
-        """The policy's decision on calling `tool` with `args` (see the module's docstring)."""
+        """The policy's decision on calling `tool` with `args` (see the module's docstring).
+        `TypeError` when `tool` is not a string or `args` not a mapping (a caller's mistake, not a
+        decision)."""
         from plangate.checks.catalogue import argument_problems, typed_arguments
         from plangate.policy.decide import evaluator_for
         from plangate.policy.facts import StepFacts, effective_risk, rule_activation
+        from plangate.runtime.canonical import canonical_json
 
+        if not isinstance(tool, str):
+            raise TypeError(f"the tool must be a name (a str), not {type(tool).__name__}")
+        if args is not None and not isinstance(args, Mapping):
+            raise TypeError(f"the arguments must be a mapping of names to values, not {type(args).__name__}")
+        if kind not in ("step", "check"):
+            raise ValueError(f"kind must be \"step\" or \"check\", not {kind!r}")
         declared = _risk(risk)
         entry = self.policy.match(tool)
         arguments = typed_arguments(entry, dict(args or {}))
@@ -134,7 +159,18 @@ class Gate:
                 decision.warnings.append(f"`{tool}` is not in the policy's catalogue")
             else:
                 decision.reasons.append(f"`{tool}` is not in the policy's catalogue")
+        if not _TOOL_NAME.fullmatch(tool):
+            decision.reasons.append(f"`{tool}` is not a tool name (dotted identifiers, such as `deploy.preview`)")
+        try:
+            canonical_json(dict(args or {}))
+        except (TypeError, ValueError, RecursionError) as error:  # NaN, a set…: a tool could never be given it
+            decision.reasons.append(f"the arguments have no JSON form: {error}")
         decision.reasons.extend(argument_problems(tool, entry, arguments))
+        if kind == "check" and level > Risk.read_only:
+            decision.reasons.append(f"a check only observes, and `{tool}` is `{level.name}`")
+        retries = self.policy.limit("retries")
+        if retries is not None and retries.count is not None and retry > retries.count:
+            decision.reasons.append(f"{retry} retries are over `limit retries <= {retries.count}`")
         facts = StepFacts(step=facts_step, entry=entry, declared_risk=declared, effective_risk=level, args=arguments)
         outcome = evaluator_for(self.policy).decide_call(
             rule_activation(facts, Plan.model_construct(id=plan, version=plan_version)))
