@@ -107,3 +107,24 @@ def test_a_check_that_declares_a_write_is_reported_without_a_policy_too():
     found = check_sources([SourceFile("p.plan", plan)]).diagnostics
     assert [(d.name, d.message) for d in found if d.name != "no-policy"] == [
         ("check-not-read-only", "check `c` calls `rw.put`, which is `reversible_write` by its declared risk")]
+
+
+@pytest.mark.parametrize("name", ["plan", "args", "step", "call", "read_only", "irreversible"])
+def test_a_step_named_like_a_rule_variable_is_still_reasoned_about(name):
+    """A step may be called `plan` or `args`; where its result meets a rule (an argument computed
+    from it, a `when` over it), the rule's own `plan`/`args` must not stand in for it."""
+    policy = """policy q {
+      tool src.* { risk read_only }
+      tool sink.* { risk read_only args { n: double } }
+      deny "r" when call.tool == "sink.put" && args.n > 10.0
+      require approval when call.tool == "sink.put" && args.n > 10.0 by role "fin"
+    }"""
+    plan = f"""plan p {{
+      step {name} {{ call src.get() }}
+      step b {{ call sink.put(n: {name}.result.v * 2.0) }}
+      step c {{ when {name}.result.v > 5.0 call sink.put(n: {name}.result.v) }}
+    }}"""
+    found = [(d.name, d.message) for d in diagnostics(plan, policy)]
+    assert ("policy-deny-possible", f"deny rule `r` may fire for step `b`: it fires when `{name}.result.v` = 6.0") in found
+    assert [n for n, m in found if n == "policy-deny-possible"] == ["policy-deny-possible"] * 2
+    assert [n for n, m in found if n == "approval-missing"] == ["approval-missing"] * 2

@@ -29,8 +29,8 @@ from plangate.checks.context import PlanContext
 from plangate.diagnostics import Diagnostic, Label, diagnostic
 from plangate.policy.compiled import CompiledRule
 from plangate.policy.decide import StaticVerdict, evaluator_for
-from plangate.policy.facts import (STEP_FIELDS, StepFacts, arguments_read, plan_facts, plan_record, rule_activation,
-                                   symbolic)
+from plangate.policy.facts import (STEP_FIELDS, StepFacts, arguments_read, plan_facts, plan_record, rename_steps,
+                                   rule_activation, step_key, symbolic)
 from plangate.policy.relevance import ToolFilter, condition_shape
 
 _STEP_NAMES = {"step", "call", "args"}
@@ -161,7 +161,8 @@ def decide_for_step(evaluator: Any, when: cel.Expr, facts: StepFacts, activation
     condition, results = symbolic(when, facts)
     if condition is not when:
         read = arguments_read(when)
-        assume = tuple(expr for name, expr in facts.computed.items() if name in read)
+        steps = {key[1:] for key in results}  # `step_key` names
+        assume = tuple(rename_steps(expr, steps) for name, expr in facts.computed.items() if name in read)
         verdict = _decide_condition(evaluator, condition, {**results, **activation}, facts, ctx, assume)
         if verdict.outcome != "runtime":
             return verdict
@@ -194,9 +195,10 @@ def _decide_condition(evaluator: Any, condition: cel.Expr, scope: dict[str, Any]
         return alone  # decided on known values: it holds on every run, so on those where the step runs
     from plangate.smt.decide import Unknown
 
-    for node in cel.walk(when):  # the steps whose results the condition reads, and no others
-        if isinstance(node, cel.Ident) and node.name in ctx.graph.steps:
-            scope.setdefault(node.name, {"result": Unknown(f"{node.name}.result", "dyn")})
+    steps = {node.name for node in cel.walk(when) if isinstance(node, cel.Ident) and node.name in ctx.graph.steps}
+    for name in steps:  # the steps whose results the condition reads, and no others, by `step_key`
+        scope.setdefault(step_key(name), {"result": Unknown(f"{name}.result", "dyn")})
+    when = rename_steps(when, steps)
     together = cel.Binary("&&", when, condition)
     possible = _verdict(evaluator, together, scope, True, assume)
     if possible.outcome in ("never", "runtime", "unknown"):

@@ -14,7 +14,7 @@ stays one, so the solver reasons about its size and keys and a witness shows a l
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Container
 
 from plangate.cel import ast as cel
 from plangate.cel.evaluate import CelError, Duration, Uint, constant_value, parse_duration, parse_timestamp
@@ -99,8 +99,9 @@ def symbolic(condition: cel.Expr, facts: StepFacts) -> tuple[cel.Expr, dict[str,
         name = _argument_name(node)
         if name is not None and name in facts.computed:
             computed = facts.computed[name]
-            read.update(n.name for n in cel.walk(computed) if isinstance(n, cel.Ident))
-            return computed
+            names = {n.name for n in cel.walk(computed) if isinstance(n, cel.Ident)}
+            read.update(names)
+            return rename_steps(computed, names)  # the plan's names, not the rule's (`call`, `args`…)
         if isinstance(node, cel.Call) and node.function == "has":
             return node
         return cel.map_children(node, rebuild)
@@ -108,7 +109,24 @@ def symbolic(condition: cel.Expr, facts: StepFacts) -> tuple[cel.Expr, dict[str,
     replaced = rebuild(condition)
     if not read:
         return condition, {}  # nothing computed is read: the same object, so its compiled closure is reused
-    return replaced, {step_id: {"result": Unknown(f"{step_id}.result", "dyn")} for step_id in read}
+    return replaced, {step_key(step_id): {"result": Unknown(f"{step_id}.result", "dyn")} for step_id in read}
+
+
+def step_key(step_id: str) -> str:
+    """The name a step's result is bound under where a plan's expression meets a rule's: a step
+    may be named `plan`, `args` or `read_only`, which the rule's environment binds, so plan
+    expressions read their steps under names no CEL identifier can be (`$plan`)."""
+    return "$" + step_id
+
+
+def rename_steps(expr: cel.Expr, steps: "Container[str]") -> cel.Expr:
+    """`expr` with each identifier that names one of `steps` read as `step_key(name)` (spans kept)."""
+    def rename(node: cel.Expr) -> cel.Expr:
+        if isinstance(node, cel.Ident):
+            return cel.Ident(step_key(node.name), node.span) if node.name in steps else node
+        return cel.map_children(node, rename)
+
+    return rename(expr)
 
 
 _ARGUMENTS_READ: dict[int, tuple[cel.Expr, frozenset[str]]] = {}
