@@ -435,3 +435,28 @@ def test_a_completed_reader_of_a_step_the_new_version_skips_keeps_its_effect(tmp
     assert calls == [] and report.steps["a"]["state"] == "skipped"
     for reader in ("b", "c", "same"):  # they ran under version 1: their effects stand
         assert report.steps[reader]["state"] == "succeeded", report.steps[reader]
+
+
+def test_a_tools_time_cap_is_its_calls_timeout_when_the_step_gives_none(tmp_path):
+    """The static time bound counts a tool's `time <=` cap for a step without `time`; the run holds
+    the call to it too."""
+    import threading
+
+    release = threading.Event()
+
+    @tool("ops.slow")
+    def slow() -> dict:
+        release.wait(10)
+        return {}
+
+    registry = ToolRegistry()
+    registry.register(slow)
+    policy = "policy p { tool ops.slow { risk read_only time <= 1s } }"
+    runtime = Runtime(Journal.open(tmp_path / "journal.db"), registry)
+    try:
+        run = runtime.start("plan p { step s { call ops.slow() } }", "p.plan", [("p.policy", policy)], run="r1")
+        report = runtime.advance(run)
+        assert report.steps["s"]["state"] == "failed"
+        assert runtime.view(run).reasons["s"].endswith("no answer within 1s (the time cap of its tool)")
+    finally:
+        release.set()

@@ -85,7 +85,7 @@ from plangate.cel import ast as cel
 from plangate.cel.evaluate import CelError, compile_expr
 from plangate.driver import check_sources  # before plangate.policy.facts: it loads the checks first
 from plangate.ir.nodes import Plan, Risk, Step
-from plangate.policy.compiled import CompiledPolicy
+from plangate.policy.compiled import CompiledPolicy, format_seconds
 from plangate.policy.decide import evaluator_for
 from plangate.checks.catalogue import argument_problems, typed_arguments
 from plangate.policy.facts import StepFacts, effective_risk, rule_activation
@@ -371,8 +371,8 @@ class Runtime:
                     if action == "changed":
                         continue
                     self.fault(step_id, "after_intent")
-                    bound = _step(view.plan, step_id).time  # type: ignore[union-attr]
-                    deadline = time.monotonic() + bound.seconds if bound is not None else float("inf")
+                    bound = _time_bound(view.policy, _step(view.plan, step_id))  # type: ignore[arg-type]
+                    deadline = time.monotonic() + bound if bound else float("inf")  # the step's `time`, else its tool's cap
                     running[pool.submit(_call_tool, self.tools, action)] = (step_id, action, deadline)
                 if not running:
                     if not progressed:
@@ -422,8 +422,8 @@ class Runtime:
             future.add_done_callback(lambda _done, release=self._locks.pin(run): release())
             view = self.view(run)
             step = _step(view.plan, step_id)
-            assert step is not None and step.call is not None and step.time is not None
-            reason = f"no answer within {step.time.text}"
+            assert step is not None and step.call is not None
+            reason = f"no answer within {_bound_text(view.policy, step)}"
             if effective_risk(step, view.policy.match(step.call.tool)) == Risk.read_only:
                 self.journal.append(run, "attempt_failed", {"error": f"{reason} (a read-only call: no effect to "
                                                                      f"settle)"}, step=step_id)
@@ -441,7 +441,7 @@ class Runtime:
             tool = self.tools.get(intent["tool"])
             if tool is None or tool.reconcile_hook is None:
                 continue
-            outcome = invoke_reconcile(tool, intent["idempotency_key"], _answer_within(_step(view.plan, step_id)))
+            outcome = invoke_reconcile(tool, intent["idempotency_key"], _answer_within(view.policy, _step(view.plan, step_id)))
             if not outcome.ok:  # the outcome stays unknown; say why, in the journal and the status
                 self.journal.append(view.run, "outcome_unknown", {
                     "idempotency_key": intent["idempotency_key"],
@@ -922,7 +922,7 @@ class Runtime:
         tool = self.tools.get(intent["tool"])
         if tool is None or tool.reconcile_hook is None:
             return
-        outcome = invoke_reconcile(tool, key, _answer_within(_step(view.plan, step_id)))
+        outcome = invoke_reconcile(tool, key, _answer_within(view.policy, _step(view.plan, step_id)))
         if not outcome.ok:
             self.journal.append(view.run, "outcome_unknown", {
                 "idempotency_key": key, "rollback": True,
@@ -1357,9 +1357,19 @@ def _predecessors_of(plan: Plan, step: Step) -> dict[str, str]:
     return found
 
 
-def _answer_within(step: Step | None) -> tuple[float, str] | None:
-    """A step's `time`, in seconds and as written, for what must answer within it."""
-    return (float(step.time.seconds), step.time.text) if step is not None and step.time is not None else None
+def _answer_within(policy: CompiledPolicy, step: Step | None) -> tuple[float, str] | None:
+    """A step's time bound (its `time`, else its tool's cap), in seconds and as written, for what
+    must answer within it; None without one."""
+    if step is None or step.call is None or not _time_bound(policy, step):
+        return None
+    return float(_time_bound(policy, step)), _bound_text(policy, step)
+
+
+def _bound_text(policy: CompiledPolicy, step: Step) -> str:
+    """The time bound of one attempt of `step` as the plan or the policy writes it."""
+    if step.time is not None:
+        return step.time.text
+    return f"{format_seconds(_time_bound(policy, step))} (the time cap of its tool)"
 
 
 def _call_tool(tools: ToolRegistry, intent: dict[str, Any]) -> Outcome:
