@@ -102,6 +102,15 @@ def test_exclusive_branches_are_never_charged_together():
     assert diagnostics(BRANCHES.format(first="x.result.n > 5", second="x.result.n < 3")) == []
 
 
+def test_without_a_concurrency_limit_the_time_bound_assumes_the_runtimes_64_at_a_time():
+    """65 independent 2-second steps: the critical path is 2s, but the runtime runs 64 at a time,
+    so the 65th starts when one of the first finishes: 4s, over a 3s budget."""
+    steps = "\n".join(f"  step s{i} {{ call w.a() time 2s }}" for i in range(65))
+    found = diagnostics("plan p {\n  budget { time <= 3s }\n" + steps + "\n}")
+    assert names(found) == ["budget-exceeded:error"] and "64 steps at a time" in found[0].message
+    assert diagnostics("plan p {\n  budget { time <= 3s }\n" + "\n".join(steps.splitlines()[:64]) + "\n}") == []
+
+
 def test_compatible_branches_are_charged_together():
     found = diagnostics(BRANCHES.format(first="x.result.ok == true", second="x.result.n > 3"))
     assert names(found) == ["budget-exceeded:error"]

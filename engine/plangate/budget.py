@@ -26,6 +26,10 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Sequence
 
+# Steps the runtime runs at once when the policy sets no `limit concurrency`: the time bound
+# assumes as many, no more (a plan with more steps ready at once is bounded as under that limit).
+DEFAULT_WORKERS = 64
+
 
 @dataclass(frozen=True)
 class Loads:

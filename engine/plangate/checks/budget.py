@@ -45,7 +45,7 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any, Callable, Iterator, Sequence
 
-from plangate.budget import Loads, Schedule, graham_bound, list_schedule, critical_path
+from plangate.budget import DEFAULT_WORKERS, Loads, Schedule, graham_bound, list_schedule, critical_path
 from plangate.cel.ast import to_source
 from plangate.cel.evaluate import value_source
 from plangate.checks.context import PlanContext
@@ -142,8 +142,8 @@ def _verdict(worst: Worst, bound: int) -> str | None:
 
 def _time(ctx: PlanContext, branches: Branches, loads: Loads, bound: Bound) -> Finding | None:
     limit = ctx.policy.limit("concurrency") if ctx.policy is not None else None
-    workers = max(1, limit.count) if limit is not None and limit.count is not None else None
-    if workers is None or sum(branches.possible_runs()) <= workers:
+    workers = max(1, limit.count) if limit is not None and limit.count is not None else DEFAULT_WORKERS
+    if sum(branches.possible_runs()) <= workers:
         worst = branches.critical(bound.value)
         verdict = _verdict(worst, bound.value)
         return Finding(bound, verdict, worst) if verdict is not None else None

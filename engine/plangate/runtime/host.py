@@ -81,6 +81,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Callable
 
+from plangate.budget import DEFAULT_WORKERS
 from plangate.cel import ast as cel
 from plangate.cel.evaluate import CelError, compile_expr
 from plangate.driver import check_sources  # before plangate.policy.facts: it loads the checks first
@@ -348,7 +349,7 @@ class Runtime:
         self._reconcile_unknown(view)
         limit = view.policy.limit("concurrency")
         # The policy's limit; without one, every ready step may run (the static time bound assumes so).
-        workers = limit.count if limit is not None and limit.count else max(1, min(len(view.plan.steps), 64))
+        workers = limit.count if limit is not None and limit.count else max(1, min(len(view.plan.steps), DEFAULT_WORKERS))
         pool = ThreadPoolExecutor(max_workers=workers)
         running: dict[Future, tuple[str, dict[str, Any], float]] = {}  # call → (step, intent, deadline)
         left_behind = 0
