@@ -111,6 +111,13 @@ def test_without_a_concurrency_limit_the_time_bound_assumes_the_runtimes_64_at_a
     assert diagnostics("plan p {\n  budget { time <= 3s }\n" + "\n".join(steps.splitlines()[:64]) + "\n}") == []
 
 
+def test_unequal_to_true_and_to_false_can_both_hold_for_a_value_of_another_type():
+    """`x != true` is not `x == false`: a null (or a string) is unequal to both."""
+    found = diagnostics(BRANCHES.format(first="x.result.ok != true", second="x.result.ok != false"))
+    assert names(found) == ["budget-exceeded:error"]
+    assert any("`x.result.ok` = null" in note for note in found[0].notes)
+
+
 def test_compatible_branches_are_charged_together():
     found = diagnostics(BRANCHES.format(first="x.result.ok == true", second="x.result.n > 3"))
     assert names(found) == ["budget-exceeded:error"]

@@ -128,3 +128,23 @@ def test_a_step_named_like_a_rule_variable_is_still_reasoned_about(name):
     assert ("policy-deny-possible", f"deny rule `r` may fire for step `b`: it fires when `{name}.result.v` = 6.0") in found
     assert [n for n, m in found if n == "policy-deny-possible"] == ["policy-deny-possible"] * 2
     assert [n for n, m in found if n == "approval-missing"] == ["approval-missing"] * 2
+
+
+def test_a_value_of_no_declared_type_may_be_of_another_type_than_its_uses_say():
+    """A result compared with `false` may be `null` (unequal to it, not an error), and one compared
+    with numbers may be a string (then neither `> 5` nor `<= 5` holds: an error, no firing)."""
+    policy = """policy q {
+      tool src.* { risk read_only }
+      tool sink.* { risk read_only }
+      deny "r" when call.tool == "sink.put" && args.ok != false
+      deny "n" when call.tool == "sink.num" && (args.n > 5 || args.n <= 5)
+    }"""
+    plan = """plan p {
+      step a { call src.get() }
+      step b { when a.result.ok != true call sink.put(ok: a.result.ok) }
+      step c { call sink.num(n: a.result.n) }
+    }"""
+    found = [(d.name, d.message) for d in diagnostics(plan, policy)]
+    assert found == [
+        ("policy-deny-possible", "deny rule `r` may fire for step `b`: it fires when `a.result.ok` = null"),
+        ("policy-deny-possible", "deny rule `n` may fire for step `c`: it fires when `a.result.n` = 6")]

@@ -33,6 +33,11 @@ Invariants:
   (seconds to the solver) as a duration. A `dyn` value
   that meets a second sort raises `Unsupported` ("used inconsistently"), as does anything outside
   the subset (e.g. `exists`): the caller reports "decided at run time", never a silent true or false.
+  A `dyn` value's sort is what its uses take it to be, not what it is: each one used has a Boolean
+  constant `fits` (`k0`, `k1`…, "it has that sort"), and its terms are defined only where it fits,
+  so no operation takes a value of another type; but compared for equality with a value of a
+  declared sort, one that does not fit is unequal (CEL: `null != true`, `"a" != 1`), so the
+  comparison is false there, not an error. A model where it does not fit decodes as `null`.
 - A declared `list` or `map` (`Unknown(path, "list")`) has no constant of its own: it is known by
   its size and, for a map, its keys. `size()` of it is an Int constant (`n0`, `n1`…; 0 ≤ n ≤ 2⁶³-1,
   and for a map at least the number of its fields known present; an `in` found true over it makes
@@ -167,6 +172,8 @@ class Variable:
     kind: str | None = None  # "list" or "map": declared so (known by its size and keys, no constant)
     size: str | None = None  # the constant of `size()` of a list or map, once asked
     tested: list[object] | None = None  # the known items `in` tests over it (a witness's filler avoids them)
+    # A value of no declared type: the constant "it has the sort its uses give it" ("true" when declared).
+    fits: str = "true"
 
 
 KEEP = object()  # a candidate that keeps the model's value (any value but the one excluded)
@@ -188,6 +195,9 @@ class Term:
     text: str
     sort: SortClass
     defined: str
+    # When the value is there but of another type than its sort (a run-time value of no declared
+    # type): no operation takes it, but it is unequal to anything of the sort.
+    mismatch: str = "false"
 
 
 @dataclass(frozen=True)
@@ -349,6 +359,8 @@ class Encoder:
             if variable.used:
                 sort = self.sort_of(variable)
                 lines.append(f"(declare-const {variable.name} {sort})")
+                if variable.fits != "true":
+                    lines.append(f"(declare-const {variable.fits} Bool)")
                 if sort == "Int":
                     facts.append(f"(assert (and (<= {int_text(INT_MIN)} {variable.name}) "
                                  f"(<= {variable.name} {INT_MAX})))")
@@ -379,6 +391,8 @@ class Encoder:
                 wanted.append((variable.presence, "Bool"))
             if variable.used:
                 wanted.append((variable.name, self.sort_of(variable)))
+                if variable.fits != "true":
+                    wanted.append((variable.fits, "Bool"))
         wanted.extend((variable.size, "Int") for variable in self.sizes)  # type: ignore[misc]
         return tuple(wanted)
 
@@ -404,6 +418,9 @@ class Encoder:
                 if variable.opaque and variable.sort.find().sort != "Map":
                     continue  # only an opaque condition reads it: the model says nothing of its value
                 witness[variable.path] = {} if variable.sort.find().sort == "Map" else None
+                continue
+            if variable.fits != "true" and model.get(variable.fits) is False:
+                witness[variable.path] = None  # of another type than its uses': `null` is unequal to all
                 continue
             value = model.get(variable.name)
             if isinstance(value, list):  # a real: a run-time number of unknown kind reads as an int if whole
@@ -501,7 +518,8 @@ class Encoder:
             raise Unsupported(f"`{path}` is used inconsistently: as {SORT_NAMES[str(sort)]} and as a {kind}")
         sort = UNKNOWN_SORTS[kind] if kind is not None else sort
         created = Variable(path, f"x{number}", "true" if parent is None else f"h{number}",
-                           SortClass(sort, path, declared=sort is not None), parent, kind=kind)
+                           SortClass(sort, path, declared=sort is not None), parent, kind=kind,
+                           fits="true" if sort is not None else f"k{number}")
         self.variables[path] = created
         return created
 
@@ -526,7 +544,8 @@ class Encoder:
             if value.sort.find().sort == "Map":
                 raise Unsupported(f"`{value.path}` is used both as a map and as a value")
             value.used = True
-            return Term(value.name, value.sort, value.presence)
+            return Term(value.name, value.sort, conj(value.presence, value.fits),
+                        conj(value.presence, neg(value.fits)))
         if isinstance(value, Cond):
             return Term(value.true, self._fixed["Bool"], disj(value.true, value.false))
         if isinstance(value, bool):
@@ -748,7 +767,13 @@ class Encoder:
         if sort == "Differ":
             return Cond("false", defined)
         relation = f"(= {self.real(a)} {self.real(b)})" if sort == "Mixed" else f"(= {a.text} {b.text})"
-        return Cond(conj(defined, relation), conj(defined, neg(relation)))
+        unequal = conj(defined, neg(relation))
+        # A run-time value of another type than the one it is compared with is unequal to it (CEL:
+        # `null != true`, `"a" != 1`), not an error. (Two such values: both are taken to have the sort.)
+        if (a.mismatch == "false") != (b.mismatch == "false"):
+            typed, odd = (a, b) if a.mismatch == "false" else (b, a)
+            unequal = disj(unequal, conj(typed.defined, odd.mismatch))
+        return Cond(conj(defined, relation), unequal)
 
     def equal_null(self, value: object) -> object:
         """`value == null`: false for a value of a declared type; for a run-time value of no
@@ -816,7 +841,7 @@ class Encoder:
         if not root.integral and (other is None or other.sort.find().sort != "Int"):
             return term
         root.integral = True
-        return Term(f"(to_int {term.text})", self._fixed["Int"], term.defined)
+        return Term(f"(to_int {term.text})", self._fixed["Int"], term.defined, term.mismatch)
 
     @staticmethod
     def real(term: Term) -> str:

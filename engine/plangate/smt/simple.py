@@ -8,8 +8,10 @@ absent). Anything else is left to the solver.
 
 Semantics (those of `plangate.smt.encode`, which the solver path uses): an atom fires only when its
 field is present (an error otherwise); a field compared with a number is a number of either kind,
-modelled as a real; with a string, a string (only `==` and `!=`); with a bool, a bool. A path
-used with two kinds, or both as a value and as a map, is not simple.
+modelled as a real; with a string, a string (only `==` and `!=`); with a bool, a bool — except that
+`!=` alone forces no type: a value of another type (`null`) is unequal to every value named, so
+`x != true` and `x != false` fire together. A path used with two kinds, or both as a value and as
+a map, is not simple.
 
 Algorithm. A set of conditions can fire together iff, per path, their atoms are consistent:
 presence (nothing present under an absent path, the parent of an absent path present); bools
@@ -85,9 +87,7 @@ def _atom(expr: Expr, steps: Mapping[str, object]) -> Atom | None:
         return None
     if isinstance(value, (str, bool)) and op not in ("==", "!="):
         return None
-    if isinstance(value, bool) and op == "!=":
-        op, value = "==", not value
-    return Atom(path, op, value)
+    return Atom(path, op, value)  # `!= true` is not `== false`: `null` (or a string) is neither
 
 
 def _path(expr: Expr, steps: Mapping[str, object]) -> str | None:
@@ -182,6 +182,8 @@ _NONE = object()
 
 
 def _value(constraints: list[Atom]) -> object:
+    if all(atom.op in ("!=", "not in") for atom in constraints):
+        return None  # `null` differs from every value named: CEL's `!=` holds for a value of another type
     kind = _kind(constraints[0].value)
     double = any(isinstance(atom.value, DoubleLiteral) or (
         isinstance(atom.value, frozenset) and any(isinstance(item, DoubleLiteral) for item in atom.value))
