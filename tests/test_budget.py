@@ -503,3 +503,9 @@ def test_simple_patterns_are_the_solvers(conditions):
             for step in component.guards:
                 fired = compile_expr(ctx.graph.steps[step].when)(activation) is True
                 assert fired == (step in pattern), (conditions, pattern, witness)
+
+
+def test_a_key_with_a_dot_is_not_the_path_of_nested_fields():
+    """`x.result["x.y"]` and `x.result.x.y` are two values: never taken for one."""
+    found = diagnostics(BRANCHES.format(first='x.result["x.y"] > 5', second="x.result.x.y <= 5"))
+    assert names(found) == ["budget-exceeded:error", "decided-at-run-time:note"]

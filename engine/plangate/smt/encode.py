@@ -626,6 +626,8 @@ class Encoder:
             return target if isinstance(target, Error) else key
         if isinstance(target, Variable):
             if isinstance(key, str):
+                if not _plain_key(key):  # `x["a.b"]` must not be the path of `x.a.b`
+                    raise Unsupported(f"a key with `.`, `[` or `]` (`{key[:40]}`) in a value known only at run time")
                 return self.child(target, key)
             if isinstance(key, int) and not isinstance(key, bool):
                 self.bind_map(target)

@@ -98,6 +98,8 @@ def _path(expr: Expr, steps: Mapping[str, object]) -> str | None:
             fields.append(expr.field)
             expr = expr.operand
         elif isinstance(expr, Index) and isinstance(expr.index, Literal) and expr.index.kind == "string":
+            if any(char in str(expr.index.value) for char in ".[]"):
+                return None  # `x["a.b"]` is not `x.a.b`: such a key is the solver's to decline
             fields.append(str(expr.index.value))
             expr = expr.operand
         else:
