@@ -23,6 +23,11 @@ def test_a_field_of_a_step_id_is_an_unknown_name():
     assert [(d.name, d.help) for d in found] == [("unknown-name", "did you mean `a.result.status`?")]
 
 
+def test_a_misspelt_result_is_suggested_as_result_not_as_a_field_under_it():
+    found = diagnostics("plan p { step a { call a.read() } step b { call a.read(v: a.reslt.body) } }")
+    assert [(d.name, d.help) for d in found] == [("unknown-name", "did you mean `a.result`?")]
+
+
 def test_the_help_lists_only_names_in_scope():
     plan = ("plan p { step a { call a.read() } step b { call a.read(v: foo) } "
             "step c { call a.read() expect foo == 1 } }")

@@ -304,9 +304,11 @@ class _Checker:
                 return found
             names = [name for name, _ in operand.fields]
             if operand.selected_only and isinstance(expr, Select) and isinstance(expr.operand, Ident):
+                near = closest(field, names)  # `fetch.reslt`: a typo of `result`; `fetch.body`: `result` left out
+                shown = f"{expr.operand.name}.{near}" if near else f"{expr.operand.name}.{names[0]}.{field}" if names else None
                 self.diagnostics.append(diagnostic(
                     "unknown-name", expr.span, f"unknown name `{expr.operand.name}.{field}`",
-                    help=f"did you mean `{expr.operand.name}.{names[0]}.{field}`?" if names else None))
+                    help=f"did you mean `{shown}`?" if shown else None))
                 return DYN
             return self.error(expr.span, f"`{operand.name}` has no field `{field}`",
                               help=did_you_mean(field, names) or _listing("its fields are", names))
