@@ -322,6 +322,13 @@ def test_explain_every_contract_name(capsys: pytest.CaptureFixture[str]) -> None
         assert name in out.splitlines()[0], (name, out.splitlines()[0])
 
 
+def test_explain_a_retired_code_names_its_successor_and_a_near_miss_gets_a_suggestion(capsys) -> None:
+    code, out, _ = run(capsys, "explain", "PG104")
+    assert code == 0 and out.startswith("`PG104` is retired: it is now PG103 `dependency-cycle`\n\n## PG103")
+    code, _, err = run(capsys, "explain", "aproval-missing")
+    assert code == 2 and err.strip().endswith("did you mean `approval-missing`?")
+
+
 @pytest.mark.parametrize("query", ["PG999", "no-such-thing", ""])
 def test_explain_unknown_code_exits_2(capsys: pytest.CaptureFixture[str], query: str) -> None:
     code, out, err = run(capsys, "explain", query)

@@ -193,3 +193,10 @@ def test_the_gate_refuses_what_no_call_could_be_and_what_check_would_refuse():
             gate.decide(tool, args)
     with pytest.raises(TypeError, match="a \\(name, text\\) pair or a SourceFile"):
         Gate.from_sources(["policy p { }"])
+
+
+def test_check_plan_says_when_the_text_is_no_plan():
+    gate = Gate.from_files([BASELINE])
+    found = gate.check_plan(BASELINE.read_text(), "p.policy").diagnostics
+    assert [d.name for d in found] == ["wrong-document-kind"] and gate.check_plan(
+        BASELINE.read_text(), "p.policy").exit_code() == 1

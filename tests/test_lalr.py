@@ -144,6 +144,19 @@ def test_a_keyword_is_a_whole_word_and_a_near_miss_gets_a_hint(text, message, hi
     assert error.name == "syntax-error" and error.message.startswith(message) and error.help == hint
 
 
+@pytest.mark.parametrize("text, message, hint", [
+    ("plan p { step a { call t.x() time 30 s } }", "`30 s` is not a duration: the number and its unit are written together",
+     "write `30s`"),
+    ('plan p { step a { call t.x() approval by role "op" within 30 minutes } }',
+     "`30 minutes` is not a duration: the number and its unit are written together", "write `30m`"),
+    ("plan p { step a { call t.x() cost $5 } }", "unexpected character `$`; expected a name or a number",
+     "write an amount as a number and a currency code: `5 usd`"),
+])
+def test_a_duration_or_an_amount_written_the_usual_way_gets_the_plangate_way(text, message, hint):
+    (error,) = parse_source(SourceFile("a.plan", text)).diagnostics
+    assert (error.message, error.help) == (message, hint)
+
+
 def test_a_parse_through_the_front_door_takes_the_fast_path(monkeypatch):
     parser = _parser()
     calls = []

@@ -268,11 +268,13 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _explain(args: argparse.Namespace) -> int:
-    from plangate.explain import explain
+    from plangate.explain import explain, suggestion
 
     page = explain(args.code)
     if page is None:
-        print(f"plangate: `{args.code}` is not a diagnostic code or name", file=sys.stderr)
+        near = suggestion(args.code)
+        print(f"plangate: `{args.code}` is not a diagnostic code or name"
+              + (f"; did you mean `{near}`?" if near else ""), file=sys.stderr)
         return 2
     sys.stdout.write(page if page.endswith("\n") else page + "\n")
     return 0

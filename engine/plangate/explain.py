@@ -7,7 +7,7 @@ level-2 heading.
 from __future__ import annotations
 
 from plangate.assets import read_asset
-from plangate.diagnostics.registry import lookup
+from plangate.diagnostics.registry import CODES, RETIRED, lookup
 
 
 def explain(code_or_name: str) -> str | None:
@@ -15,6 +15,22 @@ def explain(code_or_name: str) -> str | None:
         code = lookup(code_or_name.strip())
     except KeyError:
         return None
+    key = code_or_name.strip()
+    retired = RETIRED.get(key.lower().replace("_", "-")) or RETIRED.get(key.upper())
+    page = _page(code)
+    if retired is not None:  # an old code or name: say what replaced it, then its successor's page
+        return f"`{code_or_name.strip()}` is retired: it is now {code.code} `{code.name}`\n\n" + page
+    return page
+
+
+def suggestion(code_or_name: str) -> str | None:
+    """The nearest code or name, for an argument that is neither."""
+    from plangate.suggest import closest
+
+    return closest(code_or_name.strip().lower(), [code.name for code in CODES] + [code.code.lower() for code in CODES])
+
+
+def _page(code) -> str:
     try:
         text = read_asset("docs", "diagnostics.md")
     except OSError:

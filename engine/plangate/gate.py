@@ -210,7 +210,16 @@ class Gate:
         """The static check of a plan text under this gate's policies (as `plangate check`)."""
         if not self._sources:
             raise ValueError("this gate was built from a compiled policy alone: use `Gate.from_sources`")
-        return check_sources([SourceFile(name, text)], self._sources)
+        result = check_sources([SourceFile(name, text)], self._sources)
+        if not result.plans and result.policies is not None and not any(
+                item.severity is Severity.ERROR and item.file == name for item in result.diagnostics):
+            from plangate.diagnostics import diagnostic
+            from plangate.source import Span
+
+            result.diagnostics.append(diagnostic(  # a policy text, say: `check` would lint it, this checks plans
+                "wrong-document-kind", Span(name, 0, 0), f"`{name}` holds no plan",
+                help="`check_plan` checks a plan text (`plan name { … }`) under the gate's policies"))
+        return result
 
 
 def _merge(known: ApprovalNeed | None, role: str, count: int, within: int | None, rule: str) -> ApprovalNeed:

@@ -188,5 +188,7 @@ def evaluator_for(policy: CompiledPolicy) -> Evaluator:
     found = _EVALUATORS.get(policy.hash)
     if found is None or found.policy is not policy:
         found = Evaluator(policy)
+        if len(_EVALUATORS) >= 64:  # a long-lived process may compile many policies: keep the recent ones
+            del _EVALUATORS[next(iter(_EVALUATORS))]
         _EVALUATORS[policy.hash] = found
     return found

@@ -74,6 +74,9 @@ _WORDS = {
 _BLOCK_KEYWORDS = frozenset({"STEP", "CHECK", "TOOL", "TEST", "BUDGET", "REQUIRE", "DENY", "WARN", "LIMIT",
                              "PLAN", "POLICY", "UNKNOWN_TOOLS"})
 _COMPOUND_DURATION = re.compile(r"[0-9]+(?:\.[0-9]+)?(?:ms|s|m|h|d)[A-Za-z0-9_.]*")
+_SPACED_DURATION = re.compile(r"([0-9]+)[ \t]+([A-Za-z]+)\b")
+_UNIT_WORDS = {"ms": "ms", "s": "s", "sec": "s", "second": "s", "m": "m", "min": "m", "minute": "m",
+               "h": "h", "hr": "h", "hour": "h", "d": "d", "day": "d"}
 _UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 _NUMBER_BEFORE = re.compile(r"(?<![A-Za-z0-9_.])([0-9]+(?:\.[0-9]+)?)[ \t]*\Z")
 _ARGUMENT_NAME_AFTER = re.compile(r"[ \t]*:(?!:)")
@@ -363,6 +366,13 @@ def _describe(parser: _Parser, name: str, text: str, error: UnexpectedInput) -> 
                               labels=[Label(Span(name, opener, opener + 1), "this `{` is never closed")],
                               help="add `}` where the block ends")
     if token is not None and "DURATION" in expected:
+        spaced = _SPACED_DURATION.match(text, token.start_pos)
+        if spaced is not None:  # `30 s`, `30 minutes`: a number, then a unit as a word of its own
+            number, unit = spaced.group(1), spaced.group(2)
+            short = _UNIT_WORDS.get(unit.lower().rstrip("s") if len(unit) > 2 else unit.lower())
+            return diagnostic("syntax-error", Span(name, token.start_pos, spaced.end()),
+                              f"`{spaced.group()}` is not a duration: the number and its unit are written together",
+                              help=f"write `{number}{short}`" if short else "write it as `30s`, `5m`, `2h` or `1d`")
         compound = _COMPOUND_DURATION.match(text, token.start_pos)
         if compound is not None:
             written = compound.group()
@@ -471,7 +481,9 @@ def _describe_character(parser: _Parser, name: str, text: str, error: Unexpected
                           help="CEL has no assignment; `==` compares two values")
     shown = char if char.isprintable() and not char.isspace() else repr(char)
     expected = _expected_words(parser, set(error.allowed or ()))
-    return diagnostic("syntax-error", span, f"unexpected character `{shown}`; expected {expected}")
+    money = re.compile(r"[$€£]\s*([0-9]+(?:\.[0-9]+)?)").match(text, offset)
+    hint = f"write an amount as a number and a currency code: `{money.group(1)} usd`" if money else None
+    return diagnostic("syntax-error", span, f"unexpected character `{shown}`; expected {expected}", help=hint)
 
 
 def _match_example(parser: _Parser, error: UnexpectedInput) -> str | None:
