@@ -549,3 +549,26 @@ def test_a_combined_entry_points_at_the_policy_whose_risk_it_keeps():
     for policies in ([low, high], [high, low]):
         found = [item for item in check_sources([plan], policies).diagnostics if item.name == "risk-underdeclared"]
         assert len(found) == 1 and found[0].labels[0].span.file == "high.policy"
+
+
+def test_a_condition_about_a_named_tool_is_typed_by_that_tools_arguments():
+    """`call.tool == "notes.save" && args.pth == "x"` can never fire on the calls it is about:
+    `notes.save` has no `pth`. A condition some named tool's arguments fit is fine."""
+    from plangate.driver import check_sources
+    from plangate.source import SourceFile
+
+    policy = """policy p {
+      tool notes.save { risk reversible_write args { path: string, size: int? } }
+      tool notes.read { risk read_only args { pth: string } }
+      tool notes.any  { risk read_only }
+      deny "no-x" when call.tool == "notes.save" && args.path > 5
+      deny "typo" when call.tool == "notes.save" && args.pth == "x"
+      deny "either" when (call.tool == "notes.save" || call.tool == "notes.read") && args.pth == "x"
+      deny "free" when call.tool == "notes.any" && args.whatever == 1
+      deny "fine" when call.tool == "notes.save" && args.path.startsWith("/etc") && has(args.size) && args.size > 10
+    }"""
+    found = check_sources([], [SourceFile("p.policy", policy)]).diagnostics
+    assert [(d.name, d.message, d.help) for d in found] == [
+        ("cel-type-error", "cannot compare `string` with `int`", None),
+        ("cel-type-error", "`args` has no field `pth`", "did you mean `path`?")]
+    assert all("the tool the condition names" in d.notes[-1] for d in found)

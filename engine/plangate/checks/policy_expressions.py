@@ -9,13 +9,16 @@ ints) and `duration()`. Conditions must be `bool`.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Iterator
 
 from plangate.cel import ast as cel
-from plangate.cel.types import BOOL, DOUBLE, DURATION, DYN, INT, STRING, MapType, RecordType, check_types
+from plangate.cel.types import (BOOL, BYTES, DOUBLE, DURATION, DYN, INT, STRING, TIMESTAMP, UINT, ListType, MapType,
+                                RecordType, check_types)
 from plangate.checks.context import PolicyContext
 from plangate.diagnostics import Diagnostic, diagnostic
-from plangate.ir.nodes import Risk
+from plangate.ir.nodes import Policy, Risk
+from plangate.policy.relevance import condition_shape
 
 ARGS = MapType(STRING, DYN)
 ENVIRONMENT = {
@@ -41,6 +44,36 @@ def check(ctx: PolicyContext) -> Iterator[Diagnostic]:
             yield diagnostic("cel-type-error", expr.span,
                              f"the condition of {what} must be a bool, but `{cel.to_source(expr)}` is "
                              f"{getattr(result_type, 'name', result_type)}")
+        elif not problems:
+            yield from _against_schemas(policy, expr)
+
+
+_SCHEMA_TYPES = {"string": STRING, "int": INT, "uint": UINT, "double": DOUBLE, "bool": BOOL, "bytes": BYTES,
+                 "duration": DURATION, "timestamp": TIMESTAMP, "list": ListType(DYN), "map": MapType(DYN, DYN)}
+
+
+def _against_schemas(policy: Policy, expr: cel.Expr) -> Iterator[Diagnostic]:
+    """A condition that names its tools (`call.tool == "notes.save" && …`) is typed again with
+    `args` as each named tool's catalogue entry declares them (when this policy declares them
+    all): one that fails for every such tool (`args.pth`, `args.path > 5` for a string) can never
+    fire on a call it is about, which is a mistake, not a rule."""
+    tools = condition_shape(expr).tools
+    if tools is None or tools.names is None or not tools.names:
+        return
+    entries = {entry.pattern: entry for entry in policy.tools if entry.pattern in tools.names}
+    if entries.keys() != tools.names or any(entry.args is None for entry in entries.values()):
+        return
+    first: list[Diagnostic] | None = None
+    for name in sorted(entries):
+        args = RecordType.of("args", {spec.name: _SCHEMA_TYPES.get(spec.type, DYN) for spec in entries[name].args or ()})
+        environment = {**ENVIRONMENT, "args": args, "call": RecordType.of("call", {"tool": STRING, "args": args})}
+        _type, problems = check_types(expr, environment)
+        if not problems:
+            return
+        first = first if first is not None else [replace(problem, notes=(
+            *problem.notes, f"`args` as the catalogue declares them for `{name}`, the tool the condition names"))
+            for problem in problems]
+    yield from first or ()
     for test in policy.tests:
         for argument in test.call.args:
             _type, problems = check_types(argument.value, {})
