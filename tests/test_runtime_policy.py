@@ -359,10 +359,9 @@ plan readers {
 """
 
 
-def test_a_new_version_runs_again_a_completed_step_whose_call_reads_a_result_that_changed(tmp_path):
-    """`a` changes, so it runs again; `b` read its result, so its call changed too and it runs again,
-    and so does `c`, which read `b`'s; `same` reads a part of `a`'s result that stayed the same,
-    so its call is the one it made and it is kept, not called twice."""
+def _readers_paused(tmp_path) -> tuple[Runtime, str, list[str]]:
+    """`READERS_PLAN` run to its approval: every step but `z` succeeded; the list of the values
+    `ops.put` is called with, emptied, for what comes next."""
     calls: list[str] = []
 
     @tool("ops.put")
@@ -377,6 +376,14 @@ def test_a_new_version_runs_again_a_completed_step_whose_call_reads_a_result_tha
     assert runtime.advance(run).state == "paused"  # z waits for its approval
     assert sorted(calls) == ["w-w-x1", "w-x1", "x", "x1"]
     calls.clear()
+    return runtime, run, calls
+
+
+def test_a_new_version_runs_again_a_completed_step_whose_call_reads_a_result_that_changed(tmp_path):
+    """`a` changes, so it runs again; `b` read its result, so its call changed too and it runs again,
+    and so does `c`, which read `b`'s; `same` reads a part of `a`'s result that stayed the same,
+    so its call is the one it made and it is kept, not called twice."""
+    runtime, run, calls = _readers_paused(tmp_path)
 
     runtime.new_version(run, READERS_PLAN.replace("version 1", "version 2").replace("x1", "x2"), "p.plan")
     report = runtime.advance(run)
@@ -415,19 +422,7 @@ def test_abort_exits_1_when_a_rollback_it_was_asked_for_is_refused(tmp_path, cap
 
 
 def test_a_completed_reader_of_a_step_the_new_version_skips_keeps_its_effect(tmp_path):
-    calls: list[str] = []
-
-    @tool("ops.put")
-    def put(v: str, idempotency_key: str) -> dict:
-        calls.append(v)
-        return {"id": f"w-{v}", "stem": v[:1]}
-
-    registry = ToolRegistry()
-    registry.register(put)
-    runtime = Runtime(Journal.open(tmp_path / "journal.db"), registry)
-    run = runtime.start(READERS_PLAN, "p.plan", [("p.policy", READERS_POLICY)], run="r1")
-    assert runtime.advance(run).state == "paused"
-    calls.clear()
+    runtime, run, calls = _readers_paused(tmp_path)
     skipping = READERS_PLAN.replace("version 1", "version 2").replace(
         'step a { call ops.put(v: "x1")', 'step a { when false call ops.put(v: "x2")')
     runtime.new_version(run, skipping, "p.plan")
