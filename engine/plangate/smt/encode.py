@@ -935,8 +935,9 @@ class Encoder:
         if (ra.sort is None or _either_kind(ra)) and (rb.sort is None or _either_kind(rb)):
             # Run-time values of no sort yet or numbers of either kind, with each other: numbers of
             # one kind (CEL arithmetic takes one), either. Real arithmetic has every int and every
-            # double outcome of `+ - *` (overflow aside, which only removes runs that fire), so
-            # "never" and "must" hold for both kinds; a real quotient is not an int one.
+            # double outcome of `+ - *`, so "never" and "must" hold for both kinds; a real quotient
+            # is not an int one. Whole operands read as ints (as a witness shows them), whose
+            # arithmetic overflows past 64 bits: an error there, as at run time.
             if op in ("/", "%"):
                 raise Unsupported(f"`{op}` between values whose types are known only at run time")
             for root in (ra, rb):
@@ -946,7 +947,10 @@ class Encoder:
                 rb.parent = ra
                 ra.paths.extend(rb.paths)
                 ra.duration = ra.duration or rb.duration
-            return Term(f"({op} {a.text} {b.text})", a.sort, conj(a.defined, b.defined))
+            text = f"({op} {a.text} {b.text})"
+            in_range = (f"(=> (and (is_int {a.text}) (is_int {b.text})) (and (<= {real_text(Fraction(INT_MIN))} {text}) "
+                        f"(<= {text} {real_text(Fraction(INT_MAX))})))")
+            return Term(text, a.sort, conj(a.defined, b.defined, in_range))
         if ra.sort == "Real" and rb.sort == "Real":
             for root in (ra, rb):
                 if root.number and not root.integral:
