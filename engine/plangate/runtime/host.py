@@ -85,7 +85,7 @@ from plangate.budget import DEFAULT_WORKERS
 from plangate.cel import ast as cel
 from plangate.cel.evaluate import CelError, compile_expr
 from plangate.driver import check_sources  # before plangate.policy.facts: it loads the checks first
-from plangate.ir.nodes import Plan, Risk, Step
+from plangate.ir.nodes import Plan, Risk, Step, ToolCall
 from plangate.policy.compiled import CompiledPolicy, format_seconds
 from plangate.policy.decide import evaluator_for
 from plangate.checks.catalogue import argument_problems, typed_arguments
@@ -507,13 +507,10 @@ class Runtime:
                 why = value.message if isinstance(value, CelError) else f"`when` is {_show(value)}"
                 self._set(view, step_id, "skipped", why)
                 return "changed"
-        args: dict[str, Any] = {}
-        for argument in step.call.args:
-            value = _call_value(compile_expr(argument.value)(scope))
-            if isinstance(value, CelError):
-                self._set(view, step_id, "failed", f"argument `{argument.name}`: {value.message}")
-                return "changed"
-            args[argument.name] = _plain(value)
+        args = _concrete_args(step.call, scope)
+        if isinstance(args, tuple):
+            self._set(view, step_id, "failed", f"argument `{args[0]}`: {args[1].message}")
+            return "changed"
         key = self._idempotency_key(view, step, scope, args)
         if isinstance(key, CelError):
             self._set(view, step_id, "failed", f"idempotency key: {key.message}")
@@ -543,20 +540,14 @@ class Runtime:
         effect stands and it is kept."""
         assert step.call is not None
         made = view.last_intent.get(step.id, {})
-        args: dict[str, Any] = {}
         scope = {name: {"result": view.results.get(name)} for name in predecessors}
-        computable = all(view.states.get(name) == "succeeded" or (kind == "after" and view.states.get(name) == "skipped")
-                         for name, kind in predecessors.items()) \
+        called = all(view.states.get(name) == "succeeded" or (kind == "after" and view.states.get(name) == "skipped")
+                     for name, kind in predecessors.items()) \
             and (step.when is None or compile_expr(step.when)(scope) is True)
-        for argument in step.call.args if computable else ():
-            value = _call_value(compile_expr(argument.value)(scope))
-            if isinstance(value, CelError):
-                computable = False
-                break
-            args[argument.name] = _plain(value)
-        kept = not computable or (made.get("tool") == step.call.tool and made.get("args_hash") == content_hash(args))
-        _fold(view, self.journal.append(view.run, "recheck", {"kept": kept, "args_hash": content_hash(args)},
-                                        step=step.id))
+        args = _concrete_args(step.call, scope) if called else None
+        args_hash = content_hash(args) if isinstance(args, dict) else None
+        kept = args_hash is None or (made.get("tool") == step.call.tool and made.get("args_hash") == args_hash)
+        _fold(view, self.journal.append(view.run, "recheck", {"kept": kept, "args_hash": args_hash}, step=step.id))
         return "changed"
 
     def _policy_verdict(self, view: RunView, step: Step, args: dict[str, Any],
@@ -799,12 +790,9 @@ class Runtime:
             raise RunError(f"step `{step.id}` cannot be approved yet: its call uses the result of "
                                 + ", ".join(f"`{n}`" for n in unfinished) + ", which has not succeeded")
         scope = {name: {"result": view.results.get(name)} for name in predecessors}
-        args = {}
-        for argument in step.call.args:
-            value = _call_value(compile_expr(argument.value)(scope))
-            if isinstance(value, CelError):
-                raise RunError(f"argument `{argument.name}` of step `{step.id}`: {value.message}")
-            args[argument.name] = _plain(value)
+        args = _concrete_args(step.call, scope)
+        if isinstance(args, tuple):
+            raise RunError(f"argument `{args[0]}` of step `{step.id}`: {args[1].message}")
         return {"tool": step.call.tool, "args": args, "args_hash": content_hash(args), "plan_hash": view.plan_hash,
                 "plan_version": view.plan_version}
 
@@ -947,15 +935,12 @@ class Runtime:
         tool_name = step.rollback.tool
         scope: dict[str, Any] = {name: {"result": view.results.get(name)} for name in _predecessors_of(view.plan, step)}
         scope["result"] = view.results.get(step.id)
-        args = {}
-        for argument in step.rollback.args:
-            value = _call_value(compile_expr(argument.value)(scope))
-            if isinstance(value, CelError):
-                self._set(view, step.id, "succeeded", f"its rollback by `{tool_name}` was not made: argument "
-                                                      f"`{argument.name}`: {value.message}; the effect stands",
-                          rollback=True)
-                return
-            args[argument.name] = _plain(value)
+        args = _concrete_args(step.rollback, scope)
+        if isinstance(args, tuple):
+            self._set(view, step.id, "succeeded", f"its rollback by `{tool_name}` was not made: argument "
+                                                  f"`{args[0]}`: {args[1].message}; the effect stands",
+                      rollback=True)
+            return
         undo = _as_rollback(step)
         refusal, _ = self._policy_verdict(view, undo, args, rollback=True)
         refusal = refusal or self._budget_problem(view, undo)
@@ -1361,9 +1346,20 @@ def _predecessors_of(plan: Plan, step: Step) -> dict[str, str]:
 def _answer_within(policy: CompiledPolicy, step: Step | None) -> tuple[float, str] | None:
     """A step's time bound (its `time`, else its tool's cap), in seconds and as written, for what
     must answer within it; None without one."""
-    if step is None or step.call is None or not _time_bound(policy, step):
-        return None
-    return float(_time_bound(policy, step)), _bound_text(policy, step)
+    seconds = _time_bound(policy, step) if step is not None and step.call is not None else 0
+    return (float(seconds), _bound_text(policy, step)) if seconds else None  # type: ignore[arg-type]
+
+
+def _concrete_args(call: ToolCall, scope: dict[str, Any]) -> dict[str, Any] | tuple[str, CelError]:
+    """The call's arguments evaluated over `scope`, as its tool is given them; or the first one
+    that fails, by name, with its error."""
+    args: dict[str, Any] = {}
+    for argument in call.args:
+        value = _call_value(compile_expr(argument.value)(scope))
+        if isinstance(value, CelError):
+            return argument.name, value
+        args[argument.name] = _plain(value)
+    return args
 
 
 def _bound_text(policy: CompiledPolicy, step: Step) -> str:
