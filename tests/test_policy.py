@@ -572,3 +572,18 @@ def test_a_condition_about_a_named_tool_is_typed_by_that_tools_arguments():
         ("cel-type-error", "cannot compare `string` with `int`", None),
         ("cel-type-error", "`args` has no field `pth`", "did you mean `path`?")]
     assert all("the tool the condition names" in d.notes[-1] for d in found)
+
+
+def test_a_tests_arguments_are_typed_whatever_the_rules_are():
+    """Test arguments are typed on their own, after every condition (typing a condition by its
+    tools' schemas must not take their place)."""
+    from plangate.driver import check_sources
+    from plangate.source import SourceFile
+
+    policy = """policy p {
+      tool t.x { risk read_only args { n: int } }
+      deny "big" when call.tool == "t.x" && args.n > 10
+      test "typed" { call t.x(n: nope) expect allow }
+    }"""
+    found = check_sources([], [SourceFile("p.policy", policy)]).diagnostics
+    assert [(d.name, d.message) for d in found] == [("unknown-name", "unknown name `nope`")]

@@ -46,6 +46,10 @@ def check(ctx: PolicyContext) -> Iterator[Diagnostic]:
                              f"{getattr(result_type, 'name', result_type)}")
         elif not problems:
             yield from _against_schemas(policy, expr)
+    for test in policy.tests:
+        for argument in test.call.args:
+            _type, problems = check_types(argument.value, {})
+            yield from problems
 
 
 _SCHEMA_TYPES = {"string": STRING, "int": INT, "uint": UINT, "double": DOUBLE, "bool": BOOL, "bytes": BYTES,
@@ -74,7 +78,3 @@ def _against_schemas(policy: Policy, expr: cel.Expr) -> Iterator[Diagnostic]:
             *problem.notes, f"`args` as the catalogue declares them for `{name}`, the tool the condition names"))
             for problem in problems]
     yield from first or ()
-    for test in policy.tests:
-        for argument in test.call.args:
-            _type, problems = check_types(argument.value, {})
-            yield from problems
