@@ -28,7 +28,6 @@ in the decision. `check_plan` runs the static checker on a plan text under the s
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -37,9 +36,6 @@ from plangate.driver import CheckResult, check_sources, read_sources
 from plangate.ir.nodes import RISK_NAMES, Plan, Risk, RiskRef, Step, ToolCall
 from plangate.policy.compiled import CompiledPolicy
 from plangate.source import SourceFile
-
-
-_TOOL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 
 def _pair(item: Any) -> tuple[str, str]:
@@ -138,6 +134,7 @@ class Gate:
         from plangate.policy.decide import evaluator_for
         from plangate.policy.facts import StepFacts, effective_risk, rule_activation
         from plangate.runtime.canonical import canonical_json
+        from plangate.runtime.tools import is_tool_name
 
         if not isinstance(tool, str):
             raise TypeError(f"the tool must be a name (a str), not {type(tool).__name__}")
@@ -159,7 +156,7 @@ class Gate:
                 decision.warnings.append(f"`{tool}` is not in the policy's catalogue")
             else:
                 decision.reasons.append(f"`{tool}` is not in the policy's catalogue")
-        if not _TOOL_NAME.fullmatch(tool):
+        if not is_tool_name(tool):
             decision.reasons.append(f"`{tool}` is not a tool name (dotted identifiers, such as `deploy.preview`)")
         try:
             canonical_json(dict(args or {}))
@@ -211,8 +208,8 @@ class Gate:
         if not self._sources:
             raise ValueError("this gate was built from a compiled policy alone: use `Gate.from_sources`")
         result = check_sources([SourceFile(name, text)], self._sources)
-        if not result.plans and result.policies is not None and not any(
-                item.severity is Severity.ERROR and item.file == name for item in result.diagnostics):
+        if not result.plans and not any(item.severity is Severity.ERROR and item.file == name
+                                        for item in result.diagnostics):
             from plangate.diagnostics import diagnostic
             from plangate.source import Span
 

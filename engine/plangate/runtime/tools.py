@@ -36,7 +36,6 @@ no canonical JSON form fails too, and a successful result is the JSON value the 
 
 from __future__ import annotations
 
-import asyncio
 import collections.abc
 import contextlib
 import enum
@@ -112,11 +111,16 @@ class Tool:
         return hook
 
 
+def is_tool_name(name: str) -> bool:
+    """Whether `name` is a tool name: dotted identifiers (`deploy.preview`), no pattern."""
+    return _TOOL_NAME.match(name) is not None
+
+
 def tool(name: str) -> Callable[[Callable[..., Any]], Tool]:
     """Decorator: `@tool("deploy.preview")` registers the function as the tool `deploy.preview`."""
     if not isinstance(name, str):
         raise TypeError('@tool needs the name that plans call: write @tool("name.of.tool")')
-    if not _TOOL_NAME.match(name):
+    if not is_tool_name(name):
         raise ValueError(f"{name!r} is not a tool name (a dotted identifier: deploy.preview)")
 
     def register(function: Callable[..., Any]) -> Tool:
@@ -371,6 +375,8 @@ def _call(function: Callable[..., Any], kwargs: dict[str, Any], what: str) -> Ou
     try:
         result = function(**kwargs)
         if inspect.iscoroutine(result):  # an `async def` tool or hook: run it to its end on this thread
+            import asyncio  # only for such tools: importing it costs more than the rest of this module
+
             result = asyncio.run(result)
     except KeyboardInterrupt:
         raise
