@@ -463,7 +463,7 @@ def render_junit(diagnostics: list[Diagnostic], sources: SourceMap, *, files: li
     by_file: dict[str, list[Diagnostic]] = {name: [] for name in files}
     for item in diagnostics:
         by_file.setdefault(item.file or _NO_FILE_CASE, []).append(item)
-    return _junit_document([("plangate", name, found, _has_error(found, strict)) for name, found in by_file.items()],
+    return _junit_document([("plangate", name, found, _has_failure(found, strict)) for name, found in by_file.items()],
                            sources, strict)
 
 
@@ -474,12 +474,12 @@ def render_test_junit(outcomes: list, diagnostics: list[Diagnostic], sources: So
     belongs to no test (a policy that does not parse, a malformed rule)."""
     owned = {id(item) for outcome in outcomes for item in outcome.problems}
     cases = [(outcome.file or outcome.policy, outcome.name, outcome.problems,
-              not outcome.passed or _has_error(outcome.problems, strict)) for outcome in outcomes]
+              not outcome.passed or _has_failure(outcome.problems, strict)) for outcome in outcomes]
     by_file: dict[str, list[Diagnostic]] = {}
     for item in diagnostics:
         if id(item) not in owned:
             by_file.setdefault(item.file or _NO_FILE_CASE, []).append(item)
-    cases.extend(("plangate", name, found, _has_error(found, strict)) for name, found in by_file.items())
+    cases.extend(("plangate", name, found, _has_failure(found, strict)) for name, found in by_file.items())
     return _junit_document(cases, sources, strict)
 
 
@@ -487,7 +487,7 @@ def _fails(item: Diagnostic, strict: bool) -> bool:
     return item.severity is Severity.ERROR or (strict and item.severity is Severity.WARNING)
 
 
-def _has_error(found: list[Diagnostic], strict: bool = False) -> bool:
+def _has_failure(found: list[Diagnostic], strict: bool = False) -> bool:
     return any(_fails(item, strict) for item in found)
 
 
@@ -510,7 +510,7 @@ def _junit_document(cases: list[tuple[str, str, list[Diagnostic], bool]], source
                 failure.text = text
             else:
                 output.append(text)
-        if failed and not _has_error(found, strict):
+        if failed and not _has_failure(found, strict):
             ET.SubElement(case, "failure", {"type": "failed", "message": "the test did not pass"})
         if output:
             ET.SubElement(case, "system-out").text = "\n\n".join(output)

@@ -74,6 +74,7 @@ _WORDS = {
 _BLOCK_KEYWORDS = frozenset({"STEP", "CHECK", "TOOL", "TEST", "BUDGET", "REQUIRE", "DENY", "WARN", "LIMIT",
                              "PLAN", "POLICY", "UNKNOWN_TOOLS"})
 _COMPOUND_DURATION = re.compile(r"[0-9]+(?:\.[0-9]+)?(?:ms|s|m|h|d)[A-Za-z0-9_.]*")
+_CURRENCY_SIGN = re.compile(r"[$€£]\s*([0-9]+(?:\.[0-9]+)?)")  # `$5`: an amount written the usual way
 _SPACED_DURATION = re.compile(r"([0-9]+)[ \t]+([A-Za-z]+)\b")
 _UNIT_WORDS = {"ms": "ms", "s": "s", "sec": "s", "second": "s", "m": "m", "min": "m", "minute": "m",
                "h": "h", "hr": "h", "hour": "h", "d": "d", "day": "d"}
@@ -481,7 +482,7 @@ def _describe_character(parser: _Parser, name: str, text: str, error: Unexpected
                           help="CEL has no assignment; `==` compares two values")
     shown = char if char.isprintable() and not char.isspace() else repr(char)
     expected = _expected_words(parser, set(error.allowed or ()))
-    money = re.compile(r"[$€£]\s*([0-9]+(?:\.[0-9]+)?)").match(text, offset)
+    money = _CURRENCY_SIGN.match(text, offset)
     hint = f"write an amount as a number and a currency code: `{money.group(1)} usd`" if money else None
     return diagnostic("syntax-error", span, f"unexpected character `{shown}`; expected {expected}", help=hint)
 
