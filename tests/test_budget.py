@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from plangate.budget import Loads, critical_path, graham_bound, list_schedule, worst_case
+from plangate.budget import Loads, critical_path, graham_bound, list_schedule, never_more_than, worst_case
 from plangate.cel.evaluate import compile_expr
 from plangate.checks import budget, limits
 from plangate.checks.context import PlanContext
@@ -227,6 +227,50 @@ CONCURRENCY = "policy q { tool t.* { risk read_only } limit concurrency <= 2 }"
 
 def test_concurrency_that_cannot_bind_leaves_the_critical_path():
     assert diagnostics(PARALLEL.format(bound="10m"), "policy q { limit concurrency <= 4 }") == []
+
+
+@pytest.mark.parametrize("plan, limit", [
+    # a chain of four and one step beside it: never more than two ready at once
+    ("""step a { call t.x() time 10m }  step b after a { call t.x() time 10m }
+        step c after b { call t.x() time 10m }  step d after c { call t.x() time 10m }
+        step e { call t.x() time 10m }""", 4),
+    # a fan of three between two steps (the contract's style): three at once, under a limit of 4
+    ("""step a { call t.x() time 10m }  step b after a { call t.x() time 10m }
+        step c after a { call t.x() time 10m }  step d after a { call t.x() time 10m }
+        step e after b, c, d { call t.x() time 10m }""", 4),
+    # two chains under a limit of 2, ordered through a step that never runs
+    ("""step a { call t.x() time 10m }  step z after a { when false call t.x() }
+        step b after z { call t.x() time 10m }  step c { call t.x() time 10m }
+        step d after c { call t.x() time 10m }""", 2),
+])
+def test_a_limit_that_never_holds_a_step_back_leaves_the_critical_path(plan, limit):
+    critical = "40m" if "step e {" in plan else ("30m" if "after b, c, d" in plan else "20m")
+    policy = f"policy q {{ tool t.* {{ risk read_only }} limit concurrency <= {limit} }}"
+    assert diagnostics(f"plan p {{ budget {{ time <= {critical} }} {plan} }}", policy) == []
+    over = diagnostics(f"plan p {{ budget {{ time <= 9m }} {plan} }}", policy)
+    assert names(over) == ["budget-exceeded:error"]
+
+
+def test_never_more_than_agrees_with_the_widest_antichain():
+    """Brute force over small DAGs: the greedy chain cover never claims too little (soundness)."""
+    rng = __import__("random").Random(5)
+    for _ in range(300):
+        size = rng.randint(1, 7)
+        predecessors = tuple(tuple(sorted(rng.sample(range(i), rng.randint(0, min(i, 2))))) for i in range(size))
+        runs = [rng.random() < 0.8 for _ in range(size)]
+        loads = Loads(tuple(f"s{i}" for i in range(size)), (1,) * size, (0,) * size, (60,) * size,
+                      predecessors, tuple(range(size)))
+        before = [set() for _ in range(size)]
+        for index, preds in enumerate(predecessors):
+            for pred in preds:
+                before[index] |= before[pred] | {pred}
+        running = [i for i in range(size) if runs[i]]
+        width = max(len(group) for r in range(len(running) + 1) for group in itertools.combinations(running, r)
+                    if all(a not in before[b] and b not in before[a] for a, b in itertools.combinations(group, 2)))
+        for workers in range(1, size + 1):
+            if never_more_than(loads, runs, workers):
+                assert width <= workers, (predecessors, runs, workers)
+        assert never_more_than(loads, runs, size)
 
 
 def test_graham_bound_alone_is_a_warning():

@@ -10,6 +10,8 @@ with `attempts = retry + 1` and every attempt taking its step's whole time:
   limit, found by one pass in topological order (`finish[s] = own + max finish[pred]`);
 - `list_schedule`: the makespan with `workers` steps at a time when ready steps start in plan
   order (a heap of finish times, a heap of ready steps keyed by plan position);
+- `never_more_than`: whether m workers are never all busy with a step still waiting (a chain
+  cover of the running steps by at most m chains), so the limit cannot bind;
 - `graham_bound`: W/m + (1 − 1/m)·L, an upper bound on the makespan of *every* list schedule
   with m workers, whatever the actual times up to the worst ones (Graham 1969).
 
@@ -166,6 +168,44 @@ def list_schedule(loads: Loads, runs: Sequence[bool], workers: int) -> Schedule:
         while running and running[0][0] == now:
             finish(heapq.heappop(running)[1])
     return Schedule(now, tuple(starts))
+
+
+_SEEN_THROUGH = 8  # nearest running predecessors a step that does not run passes on
+
+
+def never_more_than(loads: Loads, runs: Sequence[bool], workers: int) -> bool:
+    """Whether no more than `workers` running steps are ever ready or running at once, whatever
+    their times: then the limit never holds a step back and the makespan is the critical path.
+
+    The steps ready or running at one moment are pairwise unordered (one that must follow
+    another is not ready before it is done), so they are an antichain of the DAG, and covering the
+    running steps by `workers` chains (sets of pairwise ordered steps) proves the claim (Dilworth).
+    The cover is built greedily in topological order: a running step extends a chain whose last
+    step is one of its nearest running predecessors (seen through steps that do not run, which
+    still order), else opens a chain; more than `workers` chains and the answer is "not proven"
+    (False), which leaves the caller's Graham bound. Linear in the edges: each step carries at
+    most `_SEEN_THROUGH` nearest running predecessors past the steps that do not run.
+    """
+    chain_ending_at: dict[int, int] = {}  # the last step of each chain → the chain
+    chains = 0
+    nearest: list[tuple[int, ...]] = []  # per step: itself if it runs, else its nearest running predecessors
+    for index, predecessors in enumerate(loads.predecessors):
+        before: list[int] = []
+        for predecessor in predecessors:
+            before.extend(nearest[predecessor])
+        if not runs[index]:
+            nearest.append(tuple(dict.fromkeys(before))[:_SEEN_THROUGH])
+            continue
+        nearest.append((index,))
+        extended = next((chain_ending_at.pop(step) for step in before if step in chain_ending_at), None)
+        if extended is None:
+            chains += 1
+            if chains > workers:
+                return False
+            extended = chains
+        chain_ending_at[index] = extended
+    return True
+
 
 
 def graham_bound(work: int, critical: int, workers: int) -> Fraction:

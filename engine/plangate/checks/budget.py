@@ -25,7 +25,8 @@ reaching L ≤ U (U = L unless the solver left something open):
 - L > bound: `budget-exceeded` (error), with the witness: the steps that run and their charges,
   the branches taken with the values that take them, and the total.
 - otherwise: `budget-unknown`, with the reason and both figures.
-Time: when the concurrency limit cannot bind (no limit, or no more steps may run than it allows),
+Time: when the concurrency limit cannot bind (no more steps may run than it allows, or they split
+into that many chains: `never_more_than`),
 the makespan is the critical path, decided exactly as above. When it binds, Graham's bound
 W/m + (1 − 1/m)·L bounds every schedule: within it, fine; beyond it, the list schedule that
 starts ready steps in plan order is simulated on the worst-work execution with worst times. If
@@ -45,7 +46,8 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any, Callable, Iterator, Sequence
 
-from plangate.budget import DEFAULT_WORKERS, Loads, Schedule, graham_bound, list_schedule, critical_path
+from plangate.budget import (DEFAULT_WORKERS, Loads, Schedule, critical_path, graham_bound, list_schedule,
+                             never_more_than)
 from plangate.cel.ast import to_source
 from plangate.cel.evaluate import value_source
 from plangate.checks.context import PlanContext
@@ -143,7 +145,7 @@ def _verdict(worst: Worst, bound: int) -> str | None:
 def _time(ctx: PlanContext, branches: Branches, loads: Loads, bound: Bound) -> Finding | None:
     limit = ctx.policy.limit("concurrency") if ctx.policy is not None else None
     workers = max(1, limit.count) if limit is not None and limit.count is not None else DEFAULT_WORKERS
-    if sum(branches.possible_runs()) <= workers:
+    if sum(branches.possible_runs()) <= workers or never_more_than(loads, branches.possible_runs(), workers):
         worst = branches.critical(bound.value)
         verdict = _verdict(worst, bound.value)
         return Finding(bound, verdict, worst) if verdict is not None else None
