@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
+import pytest
+
 from plangate.driver import check_sources
 from plangate.runtime.journal import Journal
 from plangate.runtime.host import Runtime
@@ -455,3 +457,47 @@ def test_a_tools_time_cap_is_its_calls_timeout_when_the_step_gives_none(tmp_path
         assert runtime.view(run).reasons["s"].endswith("no answer within 1s (the time cap of its tool)")
     finally:
         release.set()
+
+
+UNDECLARED_POLICY = """
+policy p {
+  tool src.get   { risk read_only }
+  tool lock.hold { risk reversible_write }
+  deny "too-long" when call.tool == "lock.hold" && args.v > duration("30m")
+  deny "evil-bytes" when call.tool == "lock.hold" && args.v == bytes("evil")
+}
+"""
+
+
+@pytest.mark.parametrize("argument, result, passed", [
+    ("duration(s.result.v)", "2h", None), ("duration(s.result.v)", "10m", "600s"),
+    ("bytes(s.result.v)", "evil", None), ("bytes(s.result.v)", "good", "good"),
+])
+def test_rules_see_a_computed_argument_as_computed_when_the_tool_declares_no_args(tmp_path, argument, result, passed):
+    """The checker reasons about `duration(…)` as a duration; the runtime must decide on the same
+    value, not on the text the tool is given (on which `>` fails, so the rule would not fire)."""
+    held: list[object] = []
+
+    @tool("src.get")
+    def get() -> dict:
+        return {"v": result}
+
+    @tool("lock.hold")
+    def hold(v, idempotency_key: str) -> dict:
+        held.append(v)
+        return {"held": v}
+
+    registry = ToolRegistry()
+    registry.register(get)
+    registry.register(hold)
+    runtime = Runtime(Journal.open(tmp_path / "journal.db"), registry)
+    plan = f'plan p {{ step s {{ call src.get() }} step h {{ call lock.hold(v: {argument}) idempotency "h" }} }}'
+    run = runtime.start(plan, "p.plan", [("p.policy", UNDECLARED_POLICY)], run="r1")
+    report = runtime.advance(run)
+    if passed is None:
+        assert report.steps["h"]["state"] == "blocked" and held == []
+        assert runtime.view(run).reasons["h"].startswith("denied by `")
+    else:  # the rule does not fire, and the tool is given the value's text
+        assert report.steps["h"]["state"] == "succeeded" and held == [passed]
+        decisions = [record.body for record in runtime.journal.records(run) if record.kind == "decision"]
+        assert all(decision["denied_by"] == [] for decision in decisions)

@@ -86,7 +86,7 @@ from plangate.cel import ast as cel
 from plangate.cel.evaluate import CelError, compile_expr
 from plangate.driver import check_sources  # before plangate.policy.facts: it loads the checks first
 from plangate.ir.nodes import Plan, Risk, Step, ToolCall
-from plangate.policy.compiled import CompiledPolicy, format_seconds
+from plangate.policy.compiled import CatalogueEntry, CompiledPolicy, format_seconds
 from plangate.policy.decide import evaluator_for
 from plangate.checks.catalogue import argument_problems, typed_arguments
 from plangate.policy.facts import StepFacts, effective_risk, rule_activation
@@ -507,15 +507,16 @@ class Runtime:
                 why = value.message if isinstance(value, CelError) else f"`when` is {_show(value)}"
                 self._set(view, step_id, "skipped", why)
                 return "changed"
-        args = _concrete_args(step.call, scope)
-        if isinstance(args, tuple):
-            self._set(view, step_id, "failed", f"argument `{args[0]}`: {args[1].message}")
+        arguments = _concrete_args(step.call, scope)
+        if isinstance(arguments, tuple):
+            self._set(view, step_id, "failed", f"argument `{arguments[0]}`: {arguments[1].message}")
             return "changed"
+        args = arguments.plain
         key = self._idempotency_key(view, step, scope, args)
         if isinstance(key, CelError):
             self._set(view, step_id, "failed", f"idempotency key: {key.message}")
             return "changed"
-        refusal, requirements = self._policy_verdict(view, step, args)
+        refusal, requirements = self._policy_verdict(view, step, arguments)
         refusal = refusal or self._budget_problem(view, step)
         if refusal:
             self._set(view, step_id, "blocked", refusal)
@@ -544,13 +545,13 @@ class Runtime:
         called = all(view.states.get(name) == "succeeded" or (kind == "after" and view.states.get(name) == "skipped")
                      for name, kind in predecessors.items()) \
             and (step.when is None or compile_expr(step.when)(scope) is True)
-        args = _concrete_args(step.call, scope) if called else None
-        args_hash = content_hash(args) if isinstance(args, dict) else None
+        arguments = _concrete_args(step.call, scope) if called else None
+        args_hash = content_hash(arguments.plain) if isinstance(arguments, Arguments) else None
         kept = args_hash is None or (made.get("tool") == step.call.tool and made.get("args_hash") == args_hash)
         _fold(view, self.journal.append(view.run, "recheck", {"kept": kept, "args_hash": args_hash}, step=step.id))
         return "changed"
 
-    def _policy_verdict(self, view: RunView, step: Step, args: dict[str, Any],
+    def _policy_verdict(self, view: RunView, step: Step, arguments: "Arguments",
                         rollback: bool = False) -> tuple[str | None, list]:
         """Why the compiled policy refuses this concrete call (None when it does not), and the
         requirements it makes of it. A deny, warn or rule error is journaled as a `decision`."""
@@ -558,7 +559,8 @@ class Runtime:
         entry = view.policy.match(step.call.tool)
         if entry is None and view.policy.unknown_tools == "deny":
             return f"`{step.call.tool}` is not in the policy's catalogue", []
-        typed = typed_arguments(entry, args)  # the tool gets `args`; the rules see durations as durations
+        args = arguments.plain
+        typed = arguments.for_rules(entry)
         misfits = argument_problems(step.call.tool, entry, typed)
         if misfits:  # the rules were written for arguments of the declared types
             return "the call does not fit its tool's `args`: " + "; ".join(misfits), []
@@ -743,8 +745,9 @@ class Runtime:
                            f"an approval would not change that" + (
                                "; a new plan version decides it again" if state in ("blocked", "cancelled", "skipped")
                                else ""))
-        call = self.exact_call(view, step)
-        needs = self.required_approvals(view, step, self._requirements(view, step, call["args"]))
+        arguments = self._exact_arguments(view, step)
+        call = self._exact_call(view, step, arguments)
+        needs = self.required_approvals(view, step, self._requirements(view, step, arguments))
         if role not in needs:
             wanted = ", ".join(f'"{r}"' for r in needs) or "no role"
             raise RunError(f"step `{step_id}` needs no approval by role \"{role}\" (it needs {wanted})")
@@ -783,6 +786,17 @@ class Runtime:
                        "try again")
 
     def exact_call(self, view: RunView, step: Step) -> dict[str, Any]:
+        """The call `step` would make now: tool, arguments as the tool is given them, plan."""
+        return self._exact_call(view, step, self._exact_arguments(view, step))
+
+    @staticmethod
+    def _exact_call(view: RunView, step: Step, arguments: "Arguments") -> dict[str, Any]:
+        assert step.call is not None
+        args = arguments.plain
+        return {"tool": step.call.tool, "args": args, "args_hash": content_hash(args), "plan_hash": view.plan_hash,
+                "plan_version": view.plan_version}
+
+    def _exact_arguments(self, view: RunView, step: Step) -> "Arguments":
         predecessors = _predecessors(view.plan, step)
         unfinished = [name for name, kind in predecessors.items()
                       if kind == "reference" and view.states.get(name) != "succeeded"]
@@ -790,16 +804,15 @@ class Runtime:
             raise RunError(f"step `{step.id}` cannot be approved yet: its call uses the result of "
                                 + ", ".join(f"`{n}`" for n in unfinished) + ", which has not succeeded")
         scope = {name: {"result": view.results.get(name)} for name in predecessors}
-        args = _concrete_args(step.call, scope)
-        if isinstance(args, tuple):
-            raise RunError(f"argument `{args[0]}` of step `{step.id}`: {args[1].message}")
-        return {"tool": step.call.tool, "args": args, "args_hash": content_hash(args), "plan_hash": view.plan_hash,
-                "plan_version": view.plan_version}
+        arguments = _concrete_args(step.call, scope)
+        if isinstance(arguments, tuple):
+            raise RunError(f"argument `{arguments[0]}` of step `{step.id}`: {arguments[1].message}")
+        return arguments
 
-    def _requirements(self, view: RunView, step: Step, args: dict[str, Any]) -> list:
+    def _requirements(self, view: RunView, step: Step, arguments: "Arguments") -> list:
         entry = view.policy.match(step.call.tool)
         facts = StepFacts(step=step, entry=entry, declared_risk=step.risk.level if step.risk else None,
-                          effective_risk=effective_risk(step, entry), args=args)
+                          effective_risk=effective_risk(step, entry), args=arguments.for_rules(entry))
         return evaluator_for(view.policy).decide_call(rule_activation(facts, view.plan)).requirements
 
     def reconcile(self, run: str, step_id: str, happened: bool, by: str, result: Any = None) -> None:
@@ -935,14 +948,15 @@ class Runtime:
         tool_name = step.rollback.tool
         scope: dict[str, Any] = {name: {"result": view.results.get(name)} for name in _predecessors_of(view.plan, step)}
         scope["result"] = view.results.get(step.id)
-        args = _concrete_args(step.rollback, scope)
-        if isinstance(args, tuple):
+        arguments = _concrete_args(step.rollback, scope)
+        if isinstance(arguments, tuple):
             self._set(view, step.id, "succeeded", f"its rollback by `{tool_name}` was not made: argument "
-                                                  f"`{args[0]}`: {args[1].message}; the effect stands",
+                                                  f"`{arguments[0]}`: {arguments[1].message}; the effect stands",
                       rollback=True)
             return
+        args = arguments.plain
         undo = _as_rollback(step)
-        refusal, _ = self._policy_verdict(view, undo, args, rollback=True)
+        refusal, _ = self._policy_verdict(view, undo, arguments, rollback=True)
         refusal = refusal or self._budget_problem(view, undo)
         if refusal:
             self._set(view, step.id, "succeeded", f"its rollback by `{tool_name}` was not made: {refusal}; "
@@ -1350,16 +1364,38 @@ def _answer_within(policy: CompiledPolicy, step: Step | None) -> tuple[float, st
     return (float(seconds), _bound_text(policy, step)) if seconds else None  # type: ignore[arg-type]
 
 
-def _concrete_args(call: ToolCall, scope: dict[str, Any]) -> dict[str, Any] | tuple[str, CelError]:
-    """The call's arguments evaluated over `scope`, as its tool is given them; or the first one
-    that fails, by name, with its error."""
-    args: dict[str, Any] = {}
+@dataclass(frozen=True)
+class Arguments:
+    """A call's evaluated arguments, two ways: `plain` as its tool is given them (JSON: what the
+    journal records, and what keys, hashes and approvals bind to) and `computed` as CEL computed
+    them (a `duration(...)` is a duration, a `bytes` value bytes)."""
+
+    plain: dict[str, Any]
+    computed: dict[str, Any]
+
+    def for_rules(self, entry: CatalogueEntry | None) -> dict[str, Any]:
+        """The arguments the rules see. Under an `args` schema, the plain values of the declared
+        types (as the gate and `plangate test` see what their callers pass: a duration's text is a
+        duration); with none, the values as computed, so that a rule comparing a duration sees the
+        duration the checker reasoned about, not its text."""
+        if entry is not None and entry.args is not None:
+            return typed_arguments(entry, self.plain)
+        return self.computed
+
+
+def _concrete_args(call: ToolCall, scope: dict[str, Any]) -> Arguments | tuple[str, CelError]:
+    """The call's arguments evaluated over `scope`; or the first one that fails, by name, with its
+    error (a value with no JSON form cannot be passed, so it fails too)."""
+    plain: dict[str, Any] = {}
+    computed: dict[str, Any] = {}
     for argument in call.args:
-        value = _call_value(compile_expr(argument.value)(scope))
-        if isinstance(value, CelError):
-            return argument.name, value
-        args[argument.name] = _plain(value)
-    return args
+        value = compile_expr(argument.value)(scope)
+        passed = _call_value(value)
+        if isinstance(passed, CelError):
+            return argument.name, passed
+        plain[argument.name] = passed
+        computed[argument.name] = value
+    return Arguments(plain, computed)
 
 
 def _bound_text(policy: CompiledPolicy, step: Step) -> str:
