@@ -551,6 +551,32 @@ def test_a_combined_entry_points_at_the_policy_whose_risk_it_keeps():
         assert len(found) == 1 and found[0].labels[0].span.file == "high.policy"
 
 
+def test_a_more_specific_entry_in_another_policy_never_loosens_a_tool():
+    """Each policy speaks through its own most specific entry; across policies they combine as one
+    pattern's entries do (highest risk, tightest caps), and the schema of the most specific entry
+    that declares one is kept."""
+    from plangate.driver import check_sources
+    from plangate.source import SourceFile
+
+    base = SourceFile("base.policy", """policy base {
+      tool deploy.* { risk reversible_write cost <= 5 usd args { artifact: string } }
+      require rollback when step.risk == reversible_write }""")
+    overlay = SourceFile("overlay.policy", "policy overlay { tool deploy.preview { risk read_only cost <= 50 usd } }")
+    plan = SourceFile("p.plan", 'plan p { step a { call deploy.preview(artifact: 42) cost 20 usd } }')
+    alone = sorted(item.name for item in check_sources([plan], [base]).diagnostics)
+    assert alone == ["arg-type", "limit-exceeded", "rollback-missing"]
+    for policies in ([base, overlay], [overlay, base]):
+        assert sorted(item.name for item in check_sources([plan], policies).diagnostics) == alone
+    compiled = check_sources([], [base, overlay]).policy
+    entry = compiled.match("deploy.preview")
+    assert (entry.pattern, entry.risk.name, entry.cost_cap, entry.policies) == (
+        "deploy.*", "reversible_write", 5, ("base", "overlay"))
+    assert compiled.match("deploy.other").policies == ("base",)  # the overlay says nothing of it
+    # within one policy the most specific entry still wins
+    one = SourceFile("one.policy", "policy one { tool deploy.* { risk external_write } tool deploy.preview { risk read_only } }")
+    assert check_sources([], [one]).policy.match("deploy.preview").risk.name == "read_only"
+
+
 def test_a_condition_about_a_named_tool_is_typed_by_that_tools_arguments():
     """`call.tool == "notes.save" && args.pth == "x"` can never fire on the calls it is about:
     `notes.save` has no `pth`. A condition some named tool's arguments fit is fine."""

@@ -7,7 +7,8 @@ lowers a cap is the usual case, so that is silent); `unknown_tools` is
 `warn` only when every policy says `warn` (a policy that does not set it denies: that is the
 default, and any deny wins), else `deny`. Patterns: an exact dotted name, a prefix `a.b.*`
 (matching `a.b.c` and deeper, not `a.b` itself) or `*`; the most specific match wins — exact, then
-the longest prefix, then `*`. Two policies giving one pattern different `args` schemas make the
+the longest prefix, then `*` — within each policy; the entries that several policies match a tool
+with combine like one pattern's (`CompiledPolicy.match`), so an overlay never loosens a tool. Two policies giving one pattern different `args` schemas make the
 tool ambiguous (`ambiguous-tool`); the first schema is kept.
 
 The canonical form (`canonical()`) holds every fact a decision may use, with expressions printed
@@ -126,16 +127,27 @@ class CompiledPolicy:
     _matched: dict[str, CatalogueEntry | None] = field(default_factory=dict, compare=False, repr=False)
 
     def match(self, tool: str) -> CatalogueEntry | None:
-        """The most specific catalogue entry for `tool`, or None (remembered per tool name)."""
+        """What the catalogue says of `tool`, or None when no entry matches (remembered per name).
+
+        Each policy speaks through its own most specific entry for the tool; where several
+        policies match it with different entries (`deploy.*` in one, `deploy.preview` in another)
+        those combine as one pattern's entries do: the highest risk, the tightest caps. So a more
+        specific entry in an overlay never loosens what another policy says of the tool."""
         if tool in self._matched:
             return self._matched[tool]
-        best: CatalogueEntry | None = None
-        for entry in self.catalogue:
-            if entry.matches(tool) and (best is None or entry.specificity() > best.specificity()):
-                best = entry
+        spoken: list[CatalogueEntry] = []
+        for policy in self.ids:
+            best: CatalogueEntry | None = None
+            for entry in self.catalogue:
+                if policy in entry.policies and entry.matches(tool) \
+                        and (best is None or entry.specificity() > best.specificity()):
+                    best = entry
+            if best is not None and best not in spoken:
+                spoken.append(best)
+        found = _combine_matches(spoken) if spoken else None
         if len(self._matched) < 4096:
-            self._matched[tool] = best
-        return best
+            self._matched[tool] = found
+        return found
 
     def limit(self, name: str) -> LimitValue | None:
         return self.limits.get(name)
@@ -288,6 +300,30 @@ def _merge_entries(first: CatalogueEntry, second: CatalogueEntry, diagnostics: l
         policies=first.policies + second.policies,
         # where the kept risk is written (a label "`x` is `external_write` here" must point at it)
         span=second.span if _level(second.risk) > _level(first.risk) else first.span,
+    )
+
+
+def _combine_matches(entries: list[CatalogueEntry]) -> CatalogueEntry:
+    """The entries that several policies' most specific matches give one tool, as one: the highest
+    risk (its pattern and span, for messages), the tightest caps, and the `args` schema of the most
+    specific entry that declares one."""
+    if len(entries) == 1:
+        return entries[0]
+    by_specificity = sorted(entries, key=CatalogueEntry.specificity, reverse=True)
+    riskiest = max(by_specificity, key=lambda entry: _level(entry.risk))  # the first of the riskiest
+    caps = [(entry.cost_cap, entry.currency) for entry in entries if entry.cost_cap is not None]
+    times = [entry.time_cap for entry in entries if entry.time_cap is not None]
+    schemas = [entry.args for entry in by_specificity if entry.args is not None]
+    cap = min(caps, key=lambda pair: pair[0]) if caps else (None, None)
+    return CatalogueEntry(
+        pattern=riskiest.pattern,
+        risk=riskiest.risk,
+        cost_cap=cap[0],
+        currency=cap[1] if cap[0] is not None else next((entry.currency for entry in entries if entry.currency), None),
+        time_cap=min(times) if times else None,
+        args=schemas[0] if schemas else None,
+        policies=tuple(dict.fromkeys(policy for entry in entries for policy in entry.policies)),
+        span=riskiest.span,
     )
 
 
