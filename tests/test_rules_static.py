@@ -104,6 +104,24 @@ def test_nothing_fires_and_nothing_is_required_for_a_step_that_never_runs():
     assert found[-1][1] == plan.index('ext.send(to: "evil") idempotency "k" approval')
 
 
+@pytest.mark.parametrize("check_step", [
+    'check c after p { call http.get(url: z.result.u) }',  # uses the result of a step that never runs
+    'check c after p { when false call http.get(url: "u") }',  # its own `when` is false
+])
+def test_a_check_that_never_runs_verifies_nothing(check_step):
+    policy = """policy q { tool deploy.* { risk reversible_write } tool http.get { risk read_only }
+                require check when step.risk >= reversible_write }"""
+    plan = f"""plan s {{
+      step p {{ call deploy.preview(artifact: "a") }}
+      step z {{ when false call http.get(url: "z") }}
+      {check_step}
+    }}"""
+    names = [d.name for d in diagnostics(plan, policy)]
+    assert "check-missing" in names and "unreachable-step" in names
+    runs = plan.replace(check_step, 'check c after p { call http.get(url: "u") }')
+    assert "check-missing" not in [d.name for d in diagnostics(runs, policy)]
+
+
 def test_a_check_that_declares_a_write_is_reported_without_a_policy_too():
     plan = 'plan p { check c { call rw.put(k: "y") risk reversible_write } check d { call ro.get() } }'
     found = check_sources([SourceFile("p.plan", plan)]).diagnostics

@@ -22,7 +22,7 @@ from plangate.diagnostics import Diagnostic, Label, diagnostic
 from plangate.ir.nodes import ApprovalSpec, Step
 from plangate.policy.compiled import CompiledRequirement, describe_approval, format_seconds
 from plangate.checks.rules import step_decisions
-from plangate.checks.unreachable import constant_false
+from plangate.checks.unreachable import constant_false, never_running
 
 
 @dataclass
@@ -56,8 +56,10 @@ def applicable(ctx: PlanContext) -> dict[str, list[tuple[CompiledRequirement, st
 
 def check(ctx: PlanContext) -> Iterator[Diagnostic]:
     checked_by: dict[str, list[str]] = {}
+    never = never_running(ctx)
     for step in ctx.graph.steps.values():
-        if step.kind == "check" and (step.when is None or not constant_false(step.when)):  # one that never runs verifies nothing
+        if step.kind == "check" and step.id not in never and (step.when is None or not constant_false(step.when)):
+            # a check that never runs (its `when` is false, or it uses the result of a step that never runs) verifies nothing
             for source in ctx.graph.predecessors(step.id):
                 checked_by.setdefault(source, []).append(step.id)
     cap = ctx.policy.limit("approval_within") if ctx.policy is not None else None
