@@ -17,6 +17,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from plangate.cli import main
 from plangate.driver import check
 from plangate.policy.diff import diff_policies
@@ -122,6 +124,41 @@ def test_witness_arguments_have_their_declared_types(tmp_path, capsys):
     # A rule comparing an int argument with a string never fires: removing it changes nothing.
     code, report, _ = diff(tmp_path, capsys, policy(tool + 'deny "odd" when args.n == "x"'), policy(tool))
     assert code == 0 and subjects(report) == [("rewritten", "deny odd")]
+
+
+@pytest.mark.parametrize("kind, old_rule, new_rule, witness_size", [
+    ("list", "size(args.v) > 3", None, 4),
+    ("list", "size(args.v) > 3", "size(args.v) > 4", 4),
+    ("list", "args.v.size() >= 3", "args.v.size() > 3", 3),
+    ("map", "size(args.v) > 1", "size(args.v) > 2", 2),
+    ("list", "args.v == []", None, 0),
+])
+def test_rules_over_declared_lists_and_maps_are_compared(tmp_path, capsys, kind, old_rule, new_rule, witness_size):
+    """A declared list or map is known by its size (and keys), as `plangate check` knows it: a rule
+    on its size that changes is loosened, with a witness of that size, never "the same meaning"."""
+    tool = f"tool q.q {{ risk read_only args {{ v: {kind} }} }}\n"
+    rule = 'deny "r" when call.tool == "q.q" && {}'
+    new = policy(tool + (rule.format(new_rule) if new_rule else ""))
+    code, report, _ = diff(tmp_path, capsys, policy(tool + rule.format(old_rule)), new)
+    assert code == 1
+    change = report["changes"][0]
+    assert (change["kind"], change["subject"]) == ("loosened", "allowed calls")
+    assert len(change["witness"]["args"]["v"]) == witness_size
+
+
+@pytest.mark.parametrize("old_rule, new_rule, shown", [
+    (None, 'deny "slow" when step.time > duration("30m")', '`step.time` = duration("1801s")'),
+    ('deny "long" when call.tool == "q.q" && args.d > duration("1h")', None, '`args.d` = duration("3601s")'),
+    ('deny "big" when plan.budget.time > duration("1h")', 'deny "big" when plan.budget.time > duration("2h")',
+     '`plan.budget.time` = duration('),
+])
+def test_rules_over_durations_are_compared_with_a_duration_witness(tmp_path, capsys, old_rule, new_rule, shown):
+    tool = "tool q.q { risk read_only args { d: duration? } }\n"
+    code, report, text = diff(tmp_path, capsys, policy(tool + (old_rule or "")), policy(tool + (new_rule or "")))
+    assert code == 1
+    change = report["changes"][0]
+    assert change["kind"] in ("loosened", "tightened") and change["witness"]["confirmed"]
+    assert shown in text and 'duration("duration(' not in text
 
 
 def test_a_required_argument_is_a_tightening_with_a_witness(tmp_path, capsys):

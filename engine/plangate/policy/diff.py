@@ -232,7 +232,7 @@ class _Model:
 
     def _encode(self, risks: dict[str, Risk | None]) -> None:
         from plangate.smt.decide import Unknown
-        from plangate.smt.encode import Unsupported, disj
+        from plangate.smt.encode import COLLECTIONS, Unsupported, disj
 
         encoder = self.encoder
         encoder.activation = self.sides["old"].activation
@@ -253,6 +253,8 @@ class _Model:
             if sort is not None:
                 encoder.variable(f"args.{name}", sort, self.args)
             else:
+                if kind in COLLECTIONS:  # known by its size and keys, as the checker knows a declared list or map
+                    encoder.kinds[f"args.{name}"] = kind
                 encoder.child(self.args, name)
         if any(schema is None for schema in schemas) and any(schema is not None for schema in schemas):
             extra = next(f"extra{i or ''}" for i in range(len(typed) + 1) if f"extra{i or ''}" not in typed)
@@ -352,6 +354,8 @@ class _Model:
         if kind not in ACCEPTS:
             return "true"  # dyn, duration, timestamp: any value (as `plangate check` has it)
         root = variable.sort.find()
+        if variable.kind is not None:  # a declared list or map: of that kind, whatever its size
+            return "true" if kind == variable.kind else "false"
         if root.sort == "Map":
             return "true" if kind == "map" else "false"
         if not variable.used:
@@ -429,7 +433,6 @@ class _Model:
         return f"(assert (= {variable.name} {string_text('step')}))"
 
     def witness(self, model: dict[str, Any]) -> "Witness":
-        from plangate.cel.evaluate import Duration
         from plangate.smt.decide import Unknown, instantiate
 
         decoded = self.encoder.decode(model)
@@ -441,9 +444,7 @@ class _Model:
         for variable in self._arguments():
             name = variable.path[len("args."):]
             if name in args and name in schema and schema[name].type == "duration":
-                # the solver's seconds, as the duration the call passes
-                seconds = args[name] if isinstance(args[name], (int, float)) and not isinstance(args[name], bool) else 0
-                args[name] = Duration.from_seconds(Fraction(seconds))
+                args[name] = _as_duration(args[name])  # the solver's value, as the duration the call passes
                 continue
             if name not in args or args[name] is not None:
                 continue
@@ -483,7 +484,6 @@ class Witness:
         return Risk(max(levels)) if levels else Risk.irreversible
 
     def activation(self, entry: CatalogueEntry | None) -> dict[str, Any]:
-        from plangate.cel.evaluate import Duration
 
         def get(path: str, default: Any) -> Any:
             value = self.fields.get(path)
@@ -496,7 +496,7 @@ class Witness:
                 if "." in name or "[" in name:
                     continue
                 if name == "time":
-                    value = Duration.from_seconds(Fraction(value if isinstance(value, (int, float)) else 0))
+                    value = _as_duration(value)
                 elif value is None:
                     value = 0.0 if name == "cost" else 0
                 budget[name] = value
@@ -504,7 +504,7 @@ class Witness:
         activation["step"] = {"id": get("step.id", "s"), "kind": get("step.kind", "step"), "tool": self.tool,
                               "risk": int(self.risk(entry)), "retry": get("step.retry", 0),
                               "cost": float(get("step.cost", 0.0)),
-                              "time": Duration.from_seconds(Fraction(get("step.time", 0))),
+                              "time": _as_duration(get("step.time", 0)),
                               "conditional": get("step.conditional", False)}
         activation["call"] = {"tool": self.tool, "args": self.args}
         activation["args"] = self.args
@@ -524,7 +524,7 @@ class Witness:
                 for entry in entries.values()) else ""
             parts.append(f"`step.risk` = {old.name}{declared}" if old == new else
                          f"`step.risk` = {old.name} under OLD, {new.name} under NEW")
-        parts += [f"`{path}` = " + (f'duration("{_show(value)}s")' if path in DURATIONS else _show(value))
+        parts += [f"`{path}` = " + (_show(_as_duration(value)) if path in DURATIONS else _show(value))
                   for path, value in sorted(self.fields.items())
                   if value is not None and not isinstance(value, dict) and _within(path, read)]
         return ", ".join(parts)
@@ -1110,6 +1110,18 @@ def _schema(args: tuple[ArgSpec, ...] | None) -> str:
     if args is None:
         return "any arguments"
     return "{" + ", ".join(f"{a.name}: {a.type}{'?' if a.optional else ''}" for a in args) + "}"
+
+
+def _as_duration(value: Any) -> Any:
+    """A duration field of a witness as a duration: the decoder gives one where the variable is
+    typed so, the solver's seconds (a number) elsewhere; anything else is no time at all."""
+    from plangate.cel.evaluate import Duration
+
+    if isinstance(value, Duration):
+        return value
+    if isinstance(value, (int, float, Fraction)) and not isinstance(value, bool):
+        return Duration.from_seconds(Fraction(value))
+    return Duration.from_seconds(0)
 
 
 def _show(value: Any) -> str:
