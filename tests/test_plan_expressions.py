@@ -59,3 +59,19 @@ def test_constant_parts_that_always_fail():
 
 def test_absorbed_constant_errors_pass():
     assert diagnostics("plan p { step a { call a.read(v: false && 1 / 0 == 1, w: true ? 1 : 1 / 0) } }") == []
+
+
+def test_a_map_key_passed_to_a_tool_must_be_a_string():
+    """A tool is given JSON: `{1: "a"}` would arrive as `{"1": "a"}`, unlike what the rules saw."""
+    plan = """plan k {
+      step s { call cfg.set(v: {1: "evil"}) }
+      step t { call cfg.set(v: [{"a": 1, true: 2}]) rollback cfg.unset(v: {"x": {3u: 1}}) }
+      step u { call cfg.set(v: {"1": "x"}, w: {1: "a"}[1], x: {s.result.k: 1}) }
+    }"""
+    found = [(d.name, d.message) for d in diagnostics(plan) if d.name != "no-policy"]
+    assert found == [
+        ("arg-type", "a map in the `call` of step `s` has the key `1`, but a tool is given JSON, whose keys are strings"),
+        ("arg-type", "a map in the `call` of step `t` has the key `true`, but a tool is given JSON, whose keys are strings"),
+        ("arg-type", "a map in the `rollback` of step `t` has the key `3u`, but a tool is given JSON, whose keys are "
+                     "strings"),
+    ]

@@ -501,3 +501,27 @@ def test_rules_see_a_computed_argument_as_computed_when_the_tool_declares_no_arg
         assert report.steps["h"]["state"] == "succeeded" and held == [passed]
         decisions = [record.body for record in runtime.journal.records(run) if record.kind == "decision"]
         assert all(decision["denied_by"] == [] for decision in decisions)
+
+
+def test_a_computed_map_with_a_key_other_than_a_string_is_not_passed_to_a_tool(tmp_path):
+    """`{s.result.n: "evil"}` with n = 1 would reach the tool as `{"1": "evil"}`; it fails the step."""
+    given: list[object] = []
+
+    @tool("src.get")
+    def get() -> dict:
+        return {"n": 1}
+
+    @tool("cfg.set")
+    def cfg_set(v) -> dict:
+        given.append(v)
+        return {}
+
+    registry = ToolRegistry()
+    registry.register(get)
+    registry.register(cfg_set)
+    runtime = Runtime(Journal.open(tmp_path / "journal.db"), registry)
+    policy = "policy p { tool src.get { risk read_only } tool cfg.set { risk read_only } }"
+    plan = 'plan p { step s { call src.get() } step c { call cfg.set(v: {s.result.n: "evil"}) } }'
+    run = runtime.start(plan, "p.plan", [("p.policy", policy)], run="r1")
+    assert runtime.advance(run).steps["c"]["state"] == "failed" and given == []
+    assert "string keys" in runtime.view(run).reasons["c"] and "`1`" in runtime.view(run).reasons["c"]

@@ -1,4 +1,5 @@
-"""CEL typing of a plan's expressions: `cel-type-error`, `unknown-name`.
+"""CEL typing of a plan's expressions: `cel-type-error`, `unknown-name` (and `arg-type` for a map
+key other than a string in an argument: a tool is given JSON).
 
 Every expression of a step is type-checked against the plan's environment: each step id stands
 for a record with one field, `result`, of type `dyn` (results are known only at run time), that
@@ -24,9 +25,11 @@ from plangate.cel.types import BOOL, DYN, RecordType, check_types
 from plangate.checks.context import PlanContext
 from plangate.diagnostics import Diagnostic, diagnostic
 from plangate.graph import step_expressions
+from plangate.ir.nodes import Step
 
 _NEEDS_BOOL = ("when", "expect")
 _OWN_RESULT = ("expect", "idempotency", "rollback")
+_ARGUMENTS = ("call", "rollback")
 _ABSORBING = (cel.Conditional,)
 
 
@@ -50,11 +53,34 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
             if problems:
                 continue
             yield from constant_errors(expr)
+            if clause in _ARGUMENTS:
+                yield from _non_string_keys(step, clause, expr)
             if clause in _NEEDS_BOOL and result_type not in (BOOL, DYN):
                 yield diagnostic("cel-type-error", expr.span,
                                  f"`{clause}` of step `{step.id}` must be a bool, but `{cel.to_source(expr)}` "
                                  f"is {getattr(result_type, 'name', result_type)}",
                                  help="compare it with something: `… == true`, `… > 0`")
+
+
+def _non_string_keys(step: Step, clause: str, expr: cel.Expr) -> Iterator[Diagnostic]:
+    """`arg-type` for each constant map key other than a string in the value an argument passes (its
+    literal lists and maps, nested): a tool is given JSON, whose object keys are strings, so
+    `{1: "a"}` would arrive as `{"1": "a"}` — what the rules saw and what the tool gets would differ,
+    and `{"1": …, 1: …}` would lose an entry. The runtime refuses such a value too."""
+    pending = [expr]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, cel.ListExpr):
+            pending.extend(node.items)
+        elif isinstance(node, cel.MapExpr):
+            for key, value in node.entries:
+                if isinstance(key, cel.Literal) and key.kind != "string":
+                    yield diagnostic(
+                        "arg-type", key.span,
+                        f"a map in the `{clause}` of step `{step.id}` has the key `{cel.to_source(key)}`, "
+                        f"but a tool is given JSON, whose keys are strings",
+                        help=f'write the key as a string: `"{cel.to_source(key)}"`')
+                pending.append(value)
 
 
 def constant_errors(expr: cel.Expr) -> list[Diagnostic]:

@@ -1432,12 +1432,32 @@ def _call_value(value: Any) -> Any:
     or an infinity: the call could not be journaled, so it is not made)."""
     if isinstance(value, CelError):
         return value
+    key = _non_string_key(value)
+    if key is not None:
+        return CelError(f"a map passed to a tool must have string keys (the tool is given JSON), "
+                        f"but one key is `{_show(key)}`")
     plain = _plain(value)
     try:
         canonical_json(plain)
     except (TypeError, ValueError) as error:
         return CelError(f"the value cannot be passed to a tool: {error}")
     return plain
+
+
+def _non_string_key(value: Any) -> Any:
+    """A key of a map inside `value` that is not a string (JSON has none: `{1: "a"}` would reach the
+    tool as `{"1": "a"}` and collide with a `"1"` key), or None."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, dict):
+            for key, inner in item.items():
+                if not isinstance(key, str):
+                    return key
+                pending.append(inner)
+        elif isinstance(item, (list, tuple)):
+            pending.extend(item)
+    return None
 
 
 def _plain(value: Any) -> Any:
