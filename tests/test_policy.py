@@ -219,6 +219,17 @@ def test_unreadable_policy_exits_2(tmp_path, capsys):
     assert code == 2
 
 
+def test_no_test_runs_when_a_file_is_unread_and_a_file_given_twice_runs_once(tmp_path, capsys):
+    good = write(tmp_path, "good.policy", 'policy good { tool x.y { risk read_only } test "t" { call x.y() expect allow } }')
+    bad = write(tmp_path, "bad.policy", "policy bad {")
+    code, out, _ = run(capsys, "test", good, bad)
+    assert code == 1 and "syntax-error" in out and "no test ran" in out and "ok " not in out
+    code, out, _ = run(capsys, "test", good, tmp_path / "missing.policy")
+    assert code == 2 and "no test ran" in out and "ok " not in out
+    code, out, _ = run(capsys, "test", good, tmp_path / "." / "good.policy")
+    assert code == 0 and "1 passed" in out
+
+
 # ---------------------------------------------------------------------------------- policy diff
 
 BASE = """\

@@ -110,7 +110,7 @@ def check(plan_paths: Sequence[str | os.PathLike[str]], policy_paths: Sequence[s
         plan_paths = [plan_paths]
     if isinstance(policy_paths, (str, os.PathLike)):
         policy_paths = [policy_paths]
-    plan_paths, policy_paths = _once_each(plan_paths), _once_each(policy_paths)
+    plan_paths, policy_paths = once_each(plan_paths), once_each(policy_paths)
     started = time.perf_counter()
     diagnostics: list[Diagnostic] = []
     plan_sources = read_sources(plan_paths, diagnostics)
@@ -128,7 +128,7 @@ def check(plan_paths: Sequence[str | os.PathLike[str]], policy_paths: Sequence[s
     return result
 
 
-def _once_each(paths: Sequence[str | os.PathLike[str]]) -> list[str | os.PathLike[str]]:
+def once_each(paths: Sequence[str | os.PathLike[str]]) -> list[str | os.PathLike[str]]:
     """The paths in order, each file once (`check a.plan ./a.plan` checks `a.plan` once)."""
     seen: set[str] = set()
     kept = []

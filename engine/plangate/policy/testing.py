@@ -43,7 +43,10 @@ class PolicyTestResult:
     def report(self) -> str:
         lines = [f"{'ok  ' if o.passed else 'FAIL'} {o.policy} › {o.name}   ({o.decided})" for o in self.outcomes]
         passed = sum(o.passed for o in self.outcomes)
-        lines.append(f"{passed} passed, {len(self.outcomes) - passed} failed")
+        if not self.outcomes and any(d.severity is Severity.ERROR and d.name in _UNREAD for d in self.diagnostics):
+            lines.append("no test ran: a policy could not be read (below)")
+        else:
+            lines.append(f"{passed} passed, {len(self.outcomes) - passed} failed")
         return "\n".join(lines)
 
     def exit_code(self, strict: bool = False) -> int:
@@ -53,11 +56,15 @@ class PolicyTestResult:
         return 1 if any(d.severity in failing for d in self.diagnostics) else 0
 
 
+_UNREAD = ("syntax-error", "unreadable-input", "input-too-large")
+
+
 def run_policy_tests(paths: Sequence[str]) -> PolicyTestResult:
-    from plangate.driver import check
+    from plangate.driver import check, once_each
 
     from plangate.source import SourceMap
 
+    paths = once_each(paths)  # `test a.policy ./a.policy` runs its tests once
     result = PolicyTestResult([], SourceMap(), [str(path) for path in paths])
     policies = []
     for path in paths:  # each policy is checked and tested on its own: this command does not combine
@@ -67,9 +74,9 @@ def run_policy_tests(paths: Sequence[str]) -> PolicyTestResult:
             source = checked.sources.get(name)
             if source is not None:
                 result.sources.add(source)
-        if not any(d.severity is Severity.ERROR and d.name in ("syntax-error", "unreadable-input", "input-too-large")
-                   for d in checked.diagnostics):
-            policies.extend(checked.policies)
+        policies.extend(checked.policies)
+    if any(d.severity is Severity.ERROR and d.name in _UNREAD for d in result.diagnostics):
+        policies = []  # a file that was not read may hold the tests that fail: none runs, so none misleads
     for policy in policies:
         compiled, _ = compile_policies([policy])
         for test in policy.tests:
