@@ -301,9 +301,14 @@ def test_without_a_reconcile_hook_the_run_waits_for_plangate_reconcile(tmp_path,
     assert killed.returncode == KILLED
     waiting = plangate("resume", RUN, "--tools", str(tools))
     assert waiting.returncode == 3, waiting.stdout + waiting.stderr
+    # no hook can settle it: the command says how to, and `resume` alone would change nothing
+    assert f"settle it with: plangate reconcile {RUN} preview --happened|--not-happened --as NAME" in waiting.stdout
+    assert "go on with: plangate resume" not in waiting.stdout
     status = json.loads(plangate("status", RUN, "--format", "json").stdout)
     assert status["state"] == "paused" and status["steps"]["preview"]["state"] == "outcome_unknown"
     assert status["steps"]["preview_up"]["attempts"] == 0
+    blank = plangate("reconcile", RUN, "preview", answer, "--as", "  ")
+    assert blank.returncode == 2 and "not blanks" in blank.stderr
 
     assert plangate("reconcile", RUN, "preview_up", answer, "--as", "ops").returncode == 2  # nothing to settle
     settled = plangate("reconcile", RUN, "preview", answer, "--as", "ops")

@@ -781,6 +781,35 @@ def test_only_run_creates_the_journal_and_it_prints_the_bare_run_id_as_the_docs_
         assert shown and all(run_id(line) for line in shown), doc  # the run id alone, as `run` prints it
 
 
+def test_a_file_that_is_not_a_journal_is_refused_untouched_and_a_damaged_one_is_named(tmp_path, demo):
+    plangate = cli_in(tmp_path, demo)
+    (tmp_path / "journal.db").write_bytes(b"")
+    for args in (("resume", "r1", "--tools", str(DEMO_TOOLS)), ("approve", "r1", "route", "--as", "a", "--role", "operator",
+                 "--yes"), ("reconcile", "r1", "route", "--happened", "--as", "a"), ("status", "r1")):
+        refused = plangate(*args)
+        assert refused.returncode == 2 and "not a plangate journal" in refused.stderr, args
+        assert (tmp_path / "journal.db").read_bytes() == b""
+    (tmp_path / "journal.db").unlink()
+    ran = plangate("run", "examples/research.plan", "--policy", "policies/baseline.policy", "--tools",
+                   str(DEMO_TOOLS), "--run", "r1")
+    assert ran.returncode == 0, ran.stderr
+    with open(tmp_path / "journal.db", "r+b") as journal:  # a page of the records zeroed
+        journal.seek(4096)
+        journal.write(bytes(4096))
+    for args in (("status", "r1"), ("resume", "r1", "--tools", str(DEMO_TOOLS)), ("log", "r1")):
+        damaged = plangate(*args)
+        assert damaged.returncode == 2 and "internal error" not in damaged.stderr, args
+        assert "damaged" in damaged.stderr or "malformed" in damaged.stderr, damaged.stderr
+
+
+@pytest.mark.parametrize("run_id", ["a\nb", " r1", "r1\t", "r\x1b1"])
+def test_a_run_id_with_control_characters_or_outer_blanks_is_refused(tmp_path, demo, run_id):
+    refused = cli_in(tmp_path, demo)("run", "examples/research.plan", "--policy", "policies/baseline.policy",
+                                       "--tools", str(DEMO_TOOLS), "--run", run_id)
+    assert refused.returncode == 2 and "run id" in refused.stderr
+    assert not (tmp_path / "journal.db").exists()
+
+
 # ------------------------------------------------------------------ rollbacks and time under the policy
 def test_rollbacks_are_decided_by_the_policy_and_count_in_the_budgets(box):
     toolbox, runtime = box

@@ -316,7 +316,7 @@ def _runtime(journal_path: str, tools: Sequence[str] = (), read_only: bool = Fal
     if not create and not os.path.isfile(journal_path):
         raise RunError(f"there is no journal at {journal_path} (start a run with `plangate run`, or pass --journal)")
     try:
-        journal = Journal.open(journal_path, read_only=read_only)
+        journal = Journal.open(journal_path, read_only=read_only, create=create)
     except JournalError as error:
         raise RunError(str(error)) from None
     registry = ToolRegistry()
@@ -330,11 +330,15 @@ def _runtime(journal_path: str, tools: Sequence[str] = (), read_only: bool = Fal
 def _runtime_command(function):
     def run(args: argparse.Namespace) -> int:
         from plangate.runtime.host import RunError
+        from plangate.runtime.journal import JournalError
 
         try:
             return function(args)
         except RunError as error:
             print(f"plangate: {error}", file=sys.stderr)
+            return 2
+        except JournalError as error:  # found while reading or writing a journal that opened
+            print(f"plangate: {error} (the journal is damaged, or cannot be written)", file=sys.stderr)
             return 2
     return run
 
@@ -346,8 +350,12 @@ def _print_report(report) -> int:
         print(f"  {step_id:<20} {info['state']:<22} attempts {info['attempts']}{reason}")
     if report.state != "succeeded":
         print(report.message)
-    if any(info["state"] in ("waiting_for_approval", "outcome_unknown") for info in report.steps.values()):
+    unsettled = [step_id for step_id, info in report.steps.items() if info["state"] == "outcome_unknown"]
+    if any(info["state"] == "waiting_for_approval" for info in report.steps.values()) or (
+            unsettled and not report.needs_reconcile):
         print(f"go on with: plangate resume {report.run} --tools …")
+    for step_id in report.needs_reconcile:
+        print(f"settle it with: plangate reconcile {report.run} {step_id} --happened|--not-happened --as NAME")
     return report.exit_code
 
 
@@ -390,6 +398,10 @@ def _run(args: argparse.Namespace) -> int:
     if args.run_id is not None and not args.run_id.strip():
         print("plangate: `--run` needs a run id; leave it out to start a new run with a fresh id", file=sys.stderr)
         return 2
+    if args.run_id is not None and (not args.run_id.isprintable() or args.run_id != args.run_id.strip()):
+        print(f"plangate: the run id {args.run_id!r} holds white space at an end or a control character: "
+              "it is printed alone on a line and is part of derived idempotency keys", file=sys.stderr)
+        return 2
     runtime = _runtime(args.journal, args.tools, create=True)
     run_id = args.run_id if args.run_id is not None else new_run_id()
     with runtime.hold(run_id):  # one hold from the first record to the report: nobody runs it meanwhile
@@ -424,7 +436,7 @@ def _approve(args: argparse.Namespace) -> int:
     print(f"plan:      {view.plan.id} version {call['plan_version']} ({call['plan_hash']})")
     print(f"step:      {args.step}")
     print(f"call:      {call['tool']}({canonical_json(call['args'])})")
-    print(f"approver:  {args.approver} as role \"{args.role}\"")
+    print(f"approver:  {args.approver.strip()} as role \"{args.role.strip()}\"")
     if not args.yes:  # the answer may come from a terminal or from a pipe; no answer is a no
         try:
             answer = input("approve this exact call? [y/N] ").strip().lower()

@@ -163,6 +163,7 @@ class RunReport:
     state: str  # succeeded | failed | paused | blocked | aborting | aborted | running (another process holds it)
     message: str
     steps: dict[str, dict[str, Any]]
+    needs_reconcile: tuple[str, ...] = ()  # unknown outcomes no loaded reconcile hook can settle
 
     @property
     def exit_code(self) -> int:
@@ -717,7 +718,10 @@ class Runtime:
                 "proves": f"{verifies} — the check's call returned (it has no `expect`)",
                 "step": step_id, "passed": True,
             }, step=step_id)
-        self._set(view, step_id, "succeeded", "the call returned and every `expect` holds")
+        settled = view.settled_by.get(step_id)
+        returned = "the call returned" if settled is None else (
+            "its reconcile hook says the call happened" if settled == HOOK else f"`{settled}` says the call happened")
+        self._set(view, step_id, "succeeded", returned + (" and every `expect` holds" if step.expects else ""))
 
     def _after_failure(self, view: RunView, step: Step, error: str, after_result: bool = False) -> None:
         attempts = self.view(view.run).attempts.get(step.id, 0)
@@ -823,6 +827,9 @@ class Runtime:
             self._reconcile(run, step_id, happened, by, result)
 
     def _reconcile(self, run: str, step_id: str, happened: bool, by: str, result: Any) -> None:
+        by = by.strip()  # as an approver's name: `--as "al "` is `al`
+        if not by:
+            raise RunError("settling an outcome needs the name of who settles it (`--as NAME`), not blanks")
         view = self.view(run)
         if view.states.get(step_id) != "outcome_unknown":
             raise RunError(f"step `{step_id}` of run `{run}` has no unknown outcome to settle "
@@ -1019,7 +1026,11 @@ class Runtime:
         # version may change what was blocked or failed.
         if record and state in ("succeeded", "failed", "blocked") and not waits and view.run_state != state:
             self.journal.append(run, "run_state", {"state": state, "reason": message})
-        return RunReport(run, state, message, steps)
+        needs_reconcile = tuple(
+            step_id for step_id, intent in view.open_intents.items()
+            if steps.get(step_id, {}).get("state") == "outcome_unknown"
+            and getattr(self.tools.get(intent["tool"]), "reconcile_hook", None) is None)
+        return RunReport(run, state, message, steps, needs_reconcile)
 
 
 def _declared_cost(policy: CompiledPolicy, step: Step) -> float:

@@ -196,8 +196,9 @@ class Journal:
         self.path = path
 
     @classmethod
-    def open(cls, path: str | Path, *, read_only: bool = False) -> Journal:
-        """Open the journal at `path`, creating it and its parent directories unless `read_only`."""
+    def open(cls, path: str | Path, *, read_only: bool = False, create: bool = True) -> Journal:
+        """Open the journal at `path`: creating it and its parent directories where `create` (and not
+        `read_only`); else a file that is not already a plangate journal is refused, untouched."""
         path = Path(path)
         if read_only and not path.is_file():
             raise JournalError(f"there is no journal at {path}")
@@ -217,7 +218,7 @@ class Journal:
         except (OSError, sqlite3.Error) as error:
             raise JournalError(f"cannot open the journal {path}: {error}") from None
         try:
-            problem = _prepare(connection, create=not read_only)
+            problem = _prepare(connection, create=create and not read_only, write=not read_only)
         except sqlite3.Error as error:
             problem = f"cannot open the journal: {error}"
         if problem:
@@ -453,21 +454,26 @@ class Journal:
         ]
 
 
-def _prepare(connection: sqlite3.Connection, *, create: bool) -> str | None:
-    """Set the connection up (WAL, full sync, the schema when `create`); a problem, or None."""
-    if create:
+def _prepare(connection: sqlite3.Connection, *, create: bool, write: bool) -> str | None:
+    """Set the connection up (WAL, full sync, the schema when `create`); a problem, or None. A file
+    opened without `create` is checked before anything is written to it."""
+    if not create and not _is_journal(connection):
+        return "not a plangate journal (it has no records and heads tables)"
+    if write:
         (mode,) = connection.execute("PRAGMA journal_mode=WAL").fetchone()
         if mode != "wal":
             return f"cannot put the journal in WAL mode (it stays in {mode} mode)"
+    if create:
         connection.executescript(_SCHEMA)
     connection.execute("PRAGMA synchronous=FULL")
-    tables = {
-        name
-        for (name,) in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-    }
-    if not {"records", "heads"} <= tables:
+    if not _is_journal(connection):
         return "not a plangate journal (it has no records and heads tables)"
     return None
+
+
+def _is_journal(connection: sqlite3.Connection) -> bool:
+    tables = {name for (name,) in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    return {"records", "heads"} <= tables
 
 
 def _shape_problem(kind: str, step: str | None, body: dict[str, Any]) -> str | None:
