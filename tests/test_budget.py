@@ -553,3 +553,15 @@ def test_a_key_with_a_dot_is_not_the_path_of_nested_fields():
     """`x.result["x.y"]` and `x.result.x.y` are two values: never taken for one."""
     found = diagnostics(BRANCHES.format(first='x.result["x.y"] > 5', second="x.result.x.y <= 5"))
     assert names(found) == ["budget-exceeded:error", "decided-at-run-time:note"]
+
+
+def test_currency_mismatch_messages_read_as_sentences():
+    policy = "policy p { tool a.b { risk read_only cost <= 5 usd } limit cost <= 100 eur }"
+    plan = "plan p { budget { cost <= 40 usd } step s { call a.b() cost 20 eur } }"
+    found = check_sources([SourceFile("p.plan", plan)], [SourceFile("p.policy", policy)]).diagnostics
+    assert sorted(d.message for d in found if d.name == "currency-mismatch") == [
+        "step `s` costs `20 eur` but the plan counts in `usd`",
+        "the cost of step `s` (`20 eur`) cannot be compared with `5 usd`",
+        "the plan's budget (`40 usd`) cannot be compared with `100 eur`",
+        "tool `a.b` is capped at `5 usd`, but `limit cost` of policy `p` is in `eur`",
+    ]

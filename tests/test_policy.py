@@ -624,3 +624,15 @@ def test_a_tests_arguments_are_typed_whatever_the_rules_are():
     }"""
     found = check_sources([], [SourceFile("p.policy", policy)]).diagnostics
     assert [(d.name, d.message) for d in found] == [("unknown-name", "unknown name `nope`")]
+
+
+def test_unknown_tool_help_never_suggests_a_pattern_as_a_tool():
+    from plangate.driver import check_sources
+    from plangate.source import SourceFile
+
+    policy = SourceFile("p.policy", "policy p { tool deploy.* { risk reversible_write } tool dns.route { risk read_only } }")
+    for call, help_text in (("deploy", "`deploy.*` matches the tools under `deploy.` (`deploy.name`), not `deploy` itself"),
+                            ("dns.rout", "did you mean `dns.route`?")):
+        plan = SourceFile("p.plan", f"plan p {{ step s {{ call {call}() risk read_only }} }}")
+        [found] = [d for d in check_sources([plan], [policy]).diagnostics if d.name == "unknown-tool"]
+        assert found.help == help_text

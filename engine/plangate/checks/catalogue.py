@@ -52,13 +52,15 @@ def call_diagnostics(policy: CompiledPolicy, step: Step, call: ToolCall, entry: 
                       values: dict[str, Any], clause: str) -> Iterator[Diagnostic]:
     if entry is None:
         severity = Severity.WARNING if policy.unknown_tools == "warn" else Severity.ERROR
-        suggestion = closest(call.tool, [e.pattern for e in policy.catalogue if e.pattern != "*"])
+        suggestion = closest(call.tool, [e.pattern for e in policy.catalogue if not e.pattern.endswith("*")])
+        prefix = next((e.pattern for e in policy.catalogue if e.pattern == call.tool + ".*"), None)
         yield diagnostic(
             "unknown-tool", call.tool_span,
             f"`{call.tool}` in the `{clause}` of step `{step.id}` matches no tool of the catalogue",
             severity=severity,
             help=f"did you mean `{suggestion}`?" if suggestion else
-            "add the tool to the policy's catalogue: `tool name { risk … }`")
+            f"`{prefix}` matches the tools under `{call.tool}.` (`{call.tool}.name`), not `{call.tool}` itself"
+            if prefix else "add the tool to the policy's catalogue: `tool name { risk … }`")
         return
     if entry.args is None:
         return

@@ -40,7 +40,7 @@ def limit_text(limit: LimitValue) -> str:
 
 
 def currency_mismatch(span: Span, what: str, money: str, other: str, other_span: Span) -> Diagnostic:
-    return diagnostic("currency-mismatch", span, f"{what} `{money}`, which cannot be compared with `{other}`",
+    return diagnostic("currency-mismatch", span, f"{what} (`{money}`) cannot be compared with `{other}`",
                       labels=[Label(other_span, f"`{other}` is here")],
                       help="state both amounts in one currency")
 
@@ -65,7 +65,7 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
             meets, currency = shared_currency(high.currency, entry.currency)
             if not meets:
                 cap = money_text(entry.cost_cap, entry.currency)
-                yield currency_mismatch(high.span, f"step `{step.id}` costs", str(high), cap, entry.span)
+                yield currency_mismatch(high.span, f"the cost of step `{step.id}`", str(high), cap, entry.span)
             elif high.amount > entry.cost_cap:
                 yield diagnostic(
                     "limit-exceeded", high.span,

@@ -125,32 +125,32 @@ def _approvals(step: Step, requirements: list[tuple[CompiledRequirement, str]]) 
         same_role = [spec for spec in step.approvals if spec.role == need.role]
         if not step.approvals:
             yield diagnostic("approval-missing", step.id_span,
-                             f"step `{step.id}` needs approval by {wanted}, and asks for none",
+                             f"step `{step.id}` needs approval `by {wanted}`, and asks for none",
                              labels=labels, notes=notes, help=f"add `approval by {wanted}`")
             continue
         if not same_role:
             others = [spec for spec in step.approvals if spec.role not in needs]
             if not others:  # every approval asked for serves another requirement: this one has none
-                asked = ", ".join(dict.fromkeys(f'"{spec.role}"' for spec in step.approvals))
+                asked = ", ".join(dict.fromkeys(f"`{spec.role}`" for spec in step.approvals))
                 yield diagnostic("approval-missing", step.id_span,
-                                 f"step `{step.id}` needs approval by {wanted}, and asks only for approval by role {asked}",
+                                 f"step `{step.id}` needs approval `by {wanted}`, and asks only for approval by role {asked}",
                                  labels=labels, notes=notes, help=f"add `approval by {wanted}`")
                 continue
-            roles = ", ".join(f'"{spec.role}"' for spec in others)
+            roles = ", ".join(f"`{spec.role}`" for spec in others)
             yield diagnostic("approval-insufficient", others[0].span,
-                             f"step `{step.id}` asks for approval by role {roles}, but role \"{need.role}\" must approve",
+                             f"step `{step.id}` asks for approval by role {roles}, but role `{need.role}` must approve",
                              labels=labels, notes=notes, help=f"add `approval by {wanted}`")
             continue
         best = max(same_role, key=lambda spec: (spec.count, -(spec.within.seconds if spec.within else 0)))
         if best.count < need.count:
             yield diagnostic("approval-insufficient", best.span,
                              f"step `{step.id}` asks for {best.count} approver{'s' if best.count != 1 else ''} "
-                             f"of role \"{need.role}\", but {need.count} are required",
+                             f"of role `{need.role}`, but {need.count} are required",
                              labels=labels, notes=notes, help=f"write `approval by {wanted}`")
         longest = [spec for spec in same_role if spec.within is not None and need.within is not None
                    and spec.within.seconds > need.within]
         for spec in longest:
             yield diagnostic("approval-insufficient", spec.within.span if spec.within else spec.span,
-                             f"step `{step.id}` lets an approval by role \"{need.role}\" last {spec.within.text}, "
+                             f"step `{step.id}` lets an approval by role `{need.role}` last {spec.within.text}, "
                              f"longer than the {format_seconds(need.within or 0)} required",
                              labels=labels, notes=notes, help=f"write `within {format_seconds(need.within or 0)}` or less")

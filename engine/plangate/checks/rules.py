@@ -227,7 +227,9 @@ def _fired(rule: CompiledRule, span: Any, verdict: StaticVerdict, subject: str) 
     if outcome == "must":
         return diagnostic("policy-deny", span, f"deny rule `{rule.name}` fires for {subject}",
                           labels=labels, notes=[*because, *where],
-                          help="change the call so the rule does not apply, or remove the step")
+                          help="change the call so the rule does not apply, or remove the step"
+                          if subject.startswith("step") else
+                          "change the plan (its budget, id or version) so the rule does not apply")
     return diagnostic("policy-deny-possible", span,
                       f"deny rule `{rule.name}` may fire for {subject}" + _witness_text(witness),
                       labels=labels, notes=[*because, *where,
