@@ -200,3 +200,22 @@ def test_check_plan_says_when_the_text_is_no_plan():
     found = gate.check_plan(BASELINE.read_text(), "p.policy").diagnostics
     assert [d.name for d in found] == ["wrong-document-kind"] and gate.check_plan(
         BASELINE.read_text(), "p.policy").exit_code() == 1
+
+
+def test_the_policies_of_a_gate_are_a_set_whatever_their_order_and_repeats():
+    strict = ROOT / "policies" / "strict.policy"
+    one = Gate.from_files([BASELINE, strict])
+    assert Gate.from_files([strict, BASELINE]).policy_hash == one.policy_hash
+    assert Gate.from_files([BASELINE, strict, BASELINE]).policy_hash == one.policy_hash
+    twice = Gate.from_files([BASELINE, BASELINE]).decide("payments.refund", {"charge_id": "c", "amount": 900.0,
+                                                                            "currency": "EUR"})
+    assert len(twice.denied_by) == len(set(twice.denied_by)) and twice.denied_by
+
+
+def test_misused_arguments_are_clear_errors_not_decisions(gate):
+    with pytest.raises(TypeError, match="retry must be an int"):
+        gate.decide("logs.search", {}, retry="2")
+    with pytest.raises(ValueError, match="retry must be 0 or more"):
+        gate.decide("logs.search", {}, retry=-1)
+    with pytest.raises(TypeError, match="must be a str"):
+        Gate.from_sources([("a.policy", b"policy a { }")])

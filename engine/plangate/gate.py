@@ -27,6 +27,7 @@ in the decision. `check_plan` runs the static checker on a plan text under the s
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
@@ -43,7 +44,9 @@ def _pair(item: Any) -> tuple[str, str]:
         name, text = item
     except (TypeError, ValueError):
         raise TypeError(f"a policy source is a (name, text) pair or a SourceFile, not {type(item).__name__}") from None
-    return str(name), str(text)
+    if not isinstance(text, str):
+        raise TypeError(f"the text of policy `{name}` must be a str (decode bytes first), not {type(text).__name__}")
+    return str(name), text
 
 
 class GateError(Exception):
@@ -114,6 +117,12 @@ class Gate:
         files = [item if isinstance(item, SourceFile) else SourceFile(*_pair(item)) for item in sources]
         if not files:
             raise ValueError("a gate needs at least one policy")
+        # One order whatever the caller's, each text once (as `plangate run` takes its policies):
+        # the combined policy, its decisions and its hash name the set of policies.
+        by_text: dict[str, SourceFile] = {}
+        for source in files:
+            by_text.setdefault(hashlib.sha256(source.text.encode("utf-8", "surrogatepass")).hexdigest(), source)
+        files = [by_text[digest] for digest in sorted(by_text)]
         result = check_sources([], files)
         errors = [item for item in result.diagnostics if item.severity is Severity.ERROR]
         if errors or result.policy is None:
@@ -142,6 +151,10 @@ class Gate:
             raise TypeError(f"the arguments must be a mapping of names to values, not {type(args).__name__}")
         if kind not in ("step", "check"):
             raise ValueError(f"kind must be \"step\" or \"check\", not {kind!r}")
+        if type(retry) is not int:
+            raise TypeError(f"retry must be an int, not {type(retry).__name__}")
+        if retry < 0:
+            raise ValueError(f"retry must be 0 or more, not {retry}")
         declared = _risk(risk)
         entry = self.policy.match(tool)
         arguments = typed_arguments(entry, dict(args or {}))
