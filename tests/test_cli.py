@@ -327,6 +327,8 @@ def test_explain_a_retired_code_names_its_successor_and_a_near_miss_gets_a_sugge
     assert code == 0 and out.startswith("`PG104` is retired: it is now PG103 `dependency-cycle`\n\n## PG103")
     code, _, err = run(capsys, "explain", "aproval-missing")
     assert code == 2 and err.strip().endswith("did you mean `approval-missing`?")
+    code, _, err = run(capsys, "explain", "pg31")
+    assert code == 2 and "did you mean `PG3" in err  # a code is suggested as codes are written
 
 
 @pytest.mark.parametrize("query", ["PG999", "no-such-thing", ""])

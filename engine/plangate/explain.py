@@ -27,7 +27,8 @@ def suggestion(code_or_name: str) -> str | None:
     """The nearest code or name, for an argument that is neither."""
     from plangate.suggest import closest
 
-    return closest(code_or_name.strip().lower(), [code.name for code in CODES] + [code.code.lower() for code in CODES])
+    found = closest(code_or_name.strip().lower(), [code.name for code in CODES] + [code.code.lower() for code in CODES])
+    return found.upper() if found is not None and found.startswith("pg") else found  # codes are written `PG309`
 
 
 def _page(code) -> str:
