@@ -168,3 +168,19 @@ def test_a_value_of_no_declared_type_may_be_of_another_type_than_its_uses_say():
     assert [name for name, _ in found] == ["policy-deny-possible", "policy-deny-possible"]  # not `policy-deny`
     assert found[0][1] == "deny rule `r` may fire for step `b`: it fires when `a.result.ok` = null"
     assert re.fullmatch(r"deny rule `n` may fire for step `c`: it fires when `a\.result\.n` = -?[0-9.]+", found[1][1])
+
+
+def test_in_over_args_asks_whether_an_argument_is_given():
+    """`args` is a map of the call's arguments: `"n" in args` is well typed, and decided."""
+    policy = """policy q { tool r.r { risk read_only args { n: int?, s: string } }
+                deny "b" when call.tool == "r.r" && "n" in args
+                warn "odd" when 1 in args }"""
+    plan = 'plan i { step a { call r.r(n: 1, s: "x") } step b { call r.r(s: "x") } }'
+    found = check_sources([SourceFile("p.plan", plan)], [SourceFile("p.policy", policy)]).diagnostics
+    assert [(d.name, d.message) for d in found] == [
+        ("policy-deny", "deny rule `b` fires for step `a`"),
+        ("cel-type-error", "cannot look for an `int` among the keys of a `map(string, dyn)`"),
+    ]
+    typed = policy.replace("warn \"odd\" when 1 in args", "warn \"odd\" when call.tool == \"r.r\" && 1 in args")
+    found = check_sources([SourceFile("p.plan", plan)], [SourceFile("p.policy", typed)]).diagnostics
+    assert [d.name for d in found] == ["policy-deny", "cel-type-error"]  # typed by `r.r`'s arguments too

@@ -479,6 +479,10 @@ class _Checker:
             if not comparable(item, container.key):
                 return self.error(expr.span, f"cannot look for {_a(item)} among the keys of {_a(container)}")
             return BOOL
+        if isinstance(container, RecordType) and not container.selected_only:  # `"n" in args`: a map of fields
+            if item not in (STRING, DYN):
+                return self.error(expr.span, f"cannot look for {_a(item)} among the fields of `{container}`")
+            return BOOL
         return self.error(expr.right.span, f"`in` needs a list or a map on its right, not `{container}`")
 
     def arithmetic(self, op: str, left: CelType, right: CelType, expr: Binary) -> CelType:
