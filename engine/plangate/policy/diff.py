@@ -1052,10 +1052,10 @@ def _catalogue(old: CompiledPolicy, new: CompiledPolicy, changes: list[Change], 
     if not allow_differs:
         for pattern in sorted(after.keys() - before.keys()):
             changes.append(Change("rewritten", f"tool {pattern}",
-                                  f"`{pattern}` is now in the catalogue (both policies decide its calls alike)"))
+                                  f"`{pattern}` is now in the catalogue (both policies allow and deny its calls alike)"))
         for pattern in sorted(before.keys() - after.keys()):
             changes.append(Change("rewritten", f"tool {pattern}",
-                                  f"`{pattern}` left the catalogue (both policies decide its calls alike)"))
+                                  f"`{pattern}` left the catalogue (both policies allow and deny its calls alike)"))
     for pattern in sorted(before.keys() & after.keys()):
         a, b = before[pattern], after[pattern]
         if a.risk != b.risk:
