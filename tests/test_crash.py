@@ -272,6 +272,22 @@ def test_the_plangate_command_killed_mid_call_resumes_without_a_second_effect(tm
     assert [e["tool"] for e in ledger(demo)] == ["deploy.preview"]
 
 
+def test_an_intent_is_in_the_main_file_before_its_call_so_losing_the_log_cannot_lose_it(tmp_path, demo):
+    """After a kill mid-call, the journal's main file alone (its write-ahead log lost, or not
+    copied) still holds the intent: the step is an unknown outcome, never a call to make again."""
+    journal = tmp_path / "journal.db"
+    killed = cli("run", "examples/deploy.plan", "--policy", "policies/baseline.policy", "--run", RUN, "--tools",
+                 str(DEMO_TOOLS), "--journal", str(journal), cwd=ROOT, demo_dir=demo, fault="preview:after_call")
+    assert killed.returncode == KILLED
+    copy = tmp_path / "copy" / "journal.db"
+    copy.parent.mkdir()
+    copy.write_bytes(journal.read_bytes())  # the main file alone: no `-wal`, no `-shm`
+    status = cli("status", RUN, "--format", "json", "--journal", str(copy), cwd=ROOT, demo_dir=demo)
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout)["steps"]["preview"]["state"] == "outcome_unknown"
+    assert cli("log", RUN, "--verify", "--journal", str(copy), cwd=ROOT, demo_dir=demo).returncode == 0
+
+
 NO_HOOK_TOOLS = """
 import importlib.util
 

@@ -289,7 +289,20 @@ class Journal:
                     "last_hash = excluded.last_hash",
                     (run, last.seq, last.hash),
                 )
+        if any(kind == "intent" for kind, _, _ in prepared):
+            self._into_main_file()
         return appended
+
+    def _into_main_file(self) -> None:
+        """Copy the write-ahead log into the main file and empty it, so that an intent is in
+        `journal.db` itself before its call is made: losing the log's newest frames after a crash,
+        or copying the main file alone, cannot then lose it (and let the call be made again).
+        Best effort: the commit before it is durable already; SQLite skips the copy while another
+        connection still reads an older snapshot."""
+        try:
+            self._connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        except sqlite3.Error:
+            pass
 
     def records(self, run: str) -> list[Record]:
         """The run's well-formed records in order; malformed ones are left out (see `verify`)."""
