@@ -525,3 +525,32 @@ def test_a_computed_map_with_a_key_other_than_a_string_is_not_passed_to_a_tool(t
     run = runtime.start(plan, "p.plan", [("p.policy", policy)], run="r1")
     assert runtime.advance(run).steps["c"]["state"] == "failed" and given == []
     assert "string keys" in runtime.view(run).reasons["c"] and "`1`" in runtime.view(run).reasons["c"]
+
+
+@pytest.mark.parametrize("declared, argument", [
+    ("map", '{"t": duration(s.result.v)}'), ("dyn", "duration(s.result.v)"), ("list", "[duration(s.result.v)]"),
+])
+def test_rules_see_computed_values_under_a_schema_too_at_any_depth(tmp_path, declared, argument):
+    held: list[object] = []
+
+    @tool("src.get")
+    def get() -> dict:
+        return {"v": "2h"}
+
+    @tool("lock.hold")
+    def hold(v, idempotency_key: str) -> dict:
+        held.append(v)
+        return {}
+
+    registry = ToolRegistry()
+    registry.register(get)
+    registry.register(hold)
+    reads = {"map": "args.v.t", "dyn": "args.v", "list": "args.v[0]"}[declared]
+    policy = f"""policy p {{ tool src.get {{ risk read_only }}
+      tool lock.hold {{ risk reversible_write args {{ v: {declared} }} }}
+      deny "too-long" when call.tool == "lock.hold" && {reads} > duration("30m") }}"""
+    runtime = Runtime(Journal.open(tmp_path / "journal.db"), registry)
+    plan = f'plan p {{ step s {{ call src.get() }} step h {{ call lock.hold(v: {argument}) idempotency "h" }} }}'
+    run = runtime.start(plan, "p.plan", [("p.policy", policy)], run="r1")
+    assert runtime.advance(run).steps["h"]["state"] == "blocked" and held == []
+    assert runtime.view(run).reasons["h"].startswith("denied by `too-long`")

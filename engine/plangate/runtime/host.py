@@ -552,7 +552,7 @@ class Runtime:
         _fold(view, self.journal.append(view.run, "recheck", {"kept": kept, "args_hash": args_hash}, step=step.id))
         return "changed"
 
-    def _policy_verdict(self, view: RunView, step: Step, arguments: "Arguments",
+    def _policy_verdict(self, view: RunView, step: Step, arguments: Arguments,
                         rollback: bool = False) -> tuple[str | None, list]:
         """Why the compiled policy refuses this concrete call (None when it does not), and the
         requirements it makes of it. A deny, warn or rule error is journaled as a `decision`."""
@@ -794,13 +794,13 @@ class Runtime:
         return self._exact_call(view, step, self._exact_arguments(view, step))
 
     @staticmethod
-    def _exact_call(view: RunView, step: Step, arguments: "Arguments") -> dict[str, Any]:
+    def _exact_call(view: RunView, step: Step, arguments: Arguments) -> dict[str, Any]:
         assert step.call is not None
         args = arguments.plain
         return {"tool": step.call.tool, "args": args, "args_hash": content_hash(args), "plan_hash": view.plan_hash,
                 "plan_version": view.plan_version}
 
-    def _exact_arguments(self, view: RunView, step: Step) -> "Arguments":
+    def _exact_arguments(self, view: RunView, step: Step) -> Arguments:
         predecessors = _predecessors(view.plan, step)
         unfinished = [name for name, kind in predecessors.items()
                       if kind == "reference" and view.states.get(name) != "succeeded"]
@@ -813,7 +813,7 @@ class Runtime:
             raise RunError(f"argument `{arguments[0]}` of step `{step.id}`: {arguments[1].message}")
         return arguments
 
-    def _requirements(self, view: RunView, step: Step, arguments: "Arguments") -> list:
+    def _requirements(self, view: RunView, step: Step, arguments: Arguments) -> list:
         entry = view.policy.match(step.call.tool)
         facts = StepFacts(step=step, entry=entry, declared_risk=step.risk.level if step.risk else None,
                           effective_risk=effective_risk(step, entry), args=arguments.for_rules(entry))
@@ -1385,13 +1385,12 @@ class Arguments:
     computed: dict[str, Any]
 
     def for_rules(self, entry: CatalogueEntry | None) -> dict[str, Any]:
-        """The arguments the rules see. Under an `args` schema, the plain values of the declared
-        types (as the gate and `plangate test` see what their callers pass: a duration's text is a
-        duration); with none, the values as computed, so that a rule comparing a duration sees the
-        duration the checker reasoned about, not its text."""
-        if entry is not None and entry.args is not None:
-            return typed_arguments(entry, self.plain)
-        return self.computed
+        """The arguments the rules (and the `args` check) see: the values as computed — a
+        duration stays a duration, at any depth, which is what the checker reasoned about —
+        typed by the entry's schema where it declares one (`typed_arguments`: an int for a
+        `double` is that double). On the text a tool is given, `args.v > duration("30m")` would
+        fail to evaluate and a deny the checker called possible would never fire."""
+        return typed_arguments(entry, self.computed)
 
 
 def _concrete_args(call: ToolCall, scope: dict[str, Any]) -> Arguments | tuple[str, CelError]:
