@@ -75,3 +75,13 @@ def test_a_map_key_passed_to_a_tool_must_be_a_string():
         ("arg-type", "a map in the `rollback` of step `t` has the key `3u`, but a tool is given JSON, whose keys are "
                      "strings"),
     ]
+
+
+def test_an_escape_that_is_no_character_is_a_syntax_error_at_the_escape():
+    plan = 'plan p {\n  decision "\\uD800" pending\n  step a { call x.y(v: "\\UFFFFFFFF", w: "\\U0001F600", z: "\\u+12a") }\n}\n'
+    found = [(d.name, d.span.start, d.message) for d in diagnostics(plan) if d.name == "syntax-error"]
+    assert found == [
+        ("syntax-error", plan.index("\\uD800"), "the escape `\\uD800` is not a character: it is a surrogate, half of a UTF-16 pair"),
+        ("syntax-error", plan.index("\\UFFFF"), "the escape `\\UFFFFFFFF` is not a character: it is past the last code point, U+10FFFF"),
+        ("syntax-error", plan.index("\\u+"), "malformed escape `\\u+12a` in a string"),
+    ]

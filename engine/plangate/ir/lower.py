@@ -30,6 +30,7 @@ from plangate.source import Span
 MAX_EXPRESSION_DEPTH = 256
 
 _DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}  # seconds per unit
+_HEX = frozenset("0123456789abcdefABCDEF")
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "0": "\0",
             "a": "\a", "b": "\b", "f": "\f", "v": "\v", "?": "?", "`": "`"}
 
@@ -105,16 +106,21 @@ class Lowering(Transformer):
             elif escape in ("u", "x", "U"):
                 width = {"u": 4, "x": 2, "U": 8}[escape]
                 digits = raw[index + 2:index + 2 + width]
-                try:
-                    out.append(chr(int(digits, 16)) if len(digits) == width else "")
-                    if len(digits) != width:
-                        raise ValueError
-                except ValueError:
-                    start = token.start_pos + 1 + index
+                start = token.start_pos + 1 + index
+                code = int(digits, 16) if len(digits) == width and all(c in _HEX for c in digits) else None
+                if code is None:
                     self._report("syntax-error", Span(self.file, start, start + 2 + len(digits)),
                                  f"malformed escape `\\{escape}{digits}` in a string",
                                  help=f"write `\\{escape}` followed by {width} hexadecimal digits")
                     out.append("\ufffd")
+                elif 0xD800 <= code <= 0xDFFF or code > 0x10FFFF:
+                    what = "a surrogate, half of a UTF-16 pair" if code <= 0xDFFF else "past the last code point, U+10FFFF"
+                    self._report("syntax-error", Span(self.file, start, start + 2 + width),
+                                 f"the escape `\\{escape}{digits}` is not a character: it is {what}",
+                                 help="write the character itself, or its code point (`\\U0001F600` for 😀)")
+                    out.append("\ufffd")
+                else:
+                    out.append(chr(code))
                 index += 2 + width
             else:
                 start = token.start_pos + 1 + index
