@@ -636,3 +636,22 @@ def test_unknown_tool_help_never_suggests_a_pattern_as_a_tool():
         plan = SourceFile("p.plan", f"plan p {{ step s {{ call {call}() risk read_only }} }}")
         [found] = [d for d in check_sources([plan], [policy]).diagnostics if d.name == "unknown-tool"]
         assert found.help == help_text
+
+
+def test_overlapping_entries_with_different_schemas_are_ambiguous_and_same_named_policies_each_speak():
+    from plangate.driver import check_sources
+    from plangate.source import SourceFile
+
+    base = SourceFile("base.policy", """policy base { tool pay.* { risk external_write args { amount: double } }
+      deny "cap" when call.tool.startsWith("pay.") && args.amount > 500.0 }""")
+    overlay = SourceFile("overlay.policy", "policy overlay { tool pay.refund { risk irreversible args { amount: string } } }")
+    found = check_sources([], [base, overlay]).diagnostics
+    assert [(d.name, d.severity.value) for d in found] == [("ambiguous-tool", "error")]
+    assert "`pay.refund` different `args` (through `pay.refund` and `pay.*`)" in found[0].message
+    # two files with one policy id are still two policies: neither loosens the other
+    low = SourceFile("a.policy", "policy base { tool deploy.* { risk read_only } }")
+    high = SourceFile("b.policy", "policy base { tool deploy.preview { risk irreversible } }")
+    for policies in ([low, high], [high, low]):
+        assert check_sources([], policies).policy.match("deploy.preview").risk.name == "irreversible"
+    same = SourceFile("c.policy", "policy base { tool deploy.* { risk irreversible } }")
+    assert check_sources([], [low, same]).policy.match("deploy.x").risk.name == "irreversible"

@@ -47,6 +47,9 @@ class CatalogueEntry:
     args: tuple[ArgSpec, ...] | None
     policies: tuple[str, ...]
     span: Span = field(default=NO_SPAN, compare=False)
+    # The positions, among the policies combined, of those that give this entry (two policies may
+    # share an id: each still speaks for itself).
+    origins: tuple[int, ...] = field(default=(), compare=False)
 
     def specificity(self) -> tuple[int, int]:
         if self.pattern == "*":
@@ -136,10 +139,10 @@ class CompiledPolicy:
         if tool in self._matched:
             return self._matched[tool]
         spoken: list[CatalogueEntry] = []
-        for policy in self.ids:
+        for position in range(len(self.ids)):
             best: CatalogueEntry | None = None
             for entry in self.catalogue:
-                if policy in entry.policies and entry.matches(tool) \
+                if position in entry.origins and entry.matches(tool) \
                         and (best is None or entry.specificity() > best.specificity()):
                     best = entry
             if best is not None and best not in spoken:
@@ -209,7 +212,7 @@ def compile_policies(policies: Iterable[Policy]) -> tuple[CompiledPolicy, list[D
     limits: dict[str, LimitValue] = {}
     tests: list[tuple[str, PolicyTest]] = []
 
-    for policy in policies:
+    for position, policy in enumerate(policies):
         for entry in policy.tools:
             if not PATTERN.match(entry.pattern):
                 continue  # reported by the `malformed-pattern` check; a bad pattern matches nothing
@@ -222,11 +225,12 @@ def compile_policies(policies: Iterable[Policy]) -> tuple[CompiledPolicy, list[D
                 args=entry.args,
                 policies=(policy.id,),
                 span=entry.pattern_span,
+                origins=(position,),
             )
             previous = catalogue.get(entry.pattern)
             if previous is None:
                 catalogue[entry.pattern] = compiled
-            elif policy.id not in previous.policies:
+            elif position not in previous.origins:
                 catalogue[entry.pattern] = _merge_entries(previous, compiled, diagnostics)
         for requirement in policy.requirements:
             compiled_requirement = CompiledRequirement(requirement.kind, requirement.when, requirement.approval,
@@ -252,6 +256,7 @@ def compile_policies(policies: Iterable[Policy]) -> tuple[CompiledPolicy, list[D
                 limits[limit.name] = value
         tests.extend((policy.id, test) for test in policy.tests)
     _check_cap_currencies(policies, limits.get("cost"), diagnostics)
+    _check_overlapping_schemas(list(catalogue.values()), diagnostics)
 
     compiled = CompiledPolicy(
         ids=tuple(p.id for p in policies),
@@ -298,6 +303,7 @@ def _merge_entries(first: CatalogueEntry, second: CatalogueEntry, diagnostics: l
         time_cap=min(times) if times else None,
         args=args,
         policies=first.policies + second.policies,
+        origins=first.origins + second.origins,
         # where the kept risk is written (a label "`x` is `external_write` here" must point at it)
         span=second.span if _level(second.risk) > _level(first.risk) else first.span,
     )
@@ -324,7 +330,39 @@ def _combine_matches(entries: list[CatalogueEntry]) -> CatalogueEntry:
         args=schemas[0] if schemas else None,
         policies=tuple(dict.fromkeys(policy for entry in entries for policy in entry.policies)),
         span=riskiest.span,
+        origins=tuple(sorted({origin for entry in entries for origin in entry.origins})),
     )
+
+
+def _check_overlapping_schemas(entries: list[CatalogueEntry], diagnostics: list[Diagnostic]) -> None:
+    """`ambiguous-tool` where entries of different policies, one pattern covering the other
+    (`pay.*` and `pay.refund`), declare different `args`: a call to a tool both match would have to
+    fit both schemas (as with one pattern in two policies), so one of them misdescribes the tool."""
+    declared = [entry for entry in entries if entry.args is not None]
+    if len(declared) > 2_000:
+        return  # quadratic; a catalogue this large is checked pattern by pattern only
+    for index, first in enumerate(declared):
+        for second in declared[index + 1:]:
+            if first.args == second.args or set(first.origins) & set(second.origins):
+                continue
+            if not (_covers(first.pattern, second.pattern) or _covers(second.pattern, first.pattern)):
+                continue
+            broad, narrow = (first, second) if _covers(first.pattern, second.pattern) else (second, first)
+            diagnostics.append(diagnostic(
+                "ambiguous-tool", narrow.span,
+                f"policies `{narrow.policies[0]}` and `{broad.policies[0]}` give `{narrow.pattern}` different `args` "
+                f"(through `{narrow.pattern}` and `{broad.pattern}`)",
+                labels=[Label(broad.span, "the other schema")],
+                help="give the tool one argument schema in every policy"))
+
+
+def _covers(pattern: str, other: str) -> bool:
+    """Whether every tool `other` matches is matched by `pattern` too."""
+    if pattern == "*":
+        return True
+    if pattern.endswith(".*"):
+        return other != "*" and other.startswith(pattern[:-1]) and len(other) > len(pattern) - 1
+    return pattern == other
 
 
 def _level(risk: Risk | None) -> int:
