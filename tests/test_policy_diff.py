@@ -383,3 +383,12 @@ def test_a_warn_rule_rewritten_with_the_same_meaning_does_not_count(tmp_path, ca
     (change,) = report["changes"]
     assert (change["kind"], change["subject"]) == ("rewritten", "warn w")
     assert "`call.tool == \"a.read\" && args.x > 1` → `1 < args.x && \"a.read\" == call.tool`" in change["text"]
+
+
+def test_a_class_of_tools_is_decided_by_the_combined_catalogue_as_check_decides_it(tmp_path, capsys):
+    """A file with two policies: the narrower entry of the second never loosens the first, in the
+    diff as in `check`."""
+    base = 'policy base { tool deploy.* { risk irreversible } require approval when step.risk == irreversible by role "ops" }\n'
+    over = "policy over { tool deploy.preview.* { risk read_only } }\n"
+    code, report, _ = diff(tmp_path, capsys, base, base + over)
+    assert [change["kind"] for change in report["changes"] if change["kind"] in ("loosened", "tightened")] == []

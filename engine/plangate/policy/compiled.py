@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from plangate.cel.ast import Expr, to_source
 from plangate.diagnostics import Diagnostic, Label, diagnostic
@@ -138,19 +138,25 @@ class CompiledPolicy:
         specific entry in an overlay never loosens what another policy says of the tool."""
         if tool in self._matched:
             return self._matched[tool]
+        found = self.entry_where(lambda entry: entry.matches(tool))
+        if len(self._matched) < 4096:
+            self._matched[tool] = found
+        return found
+
+    def entry_where(self, applies: Callable[[CatalogueEntry], bool]) -> CatalogueEntry | None:
+        """What the catalogue says of the tools the entries that `applies` selects stand for: each
+        policy's most specific such entry, those combined (`match`; `policy diff` asks it of a
+        class of tools)."""
         spoken: list[CatalogueEntry] = []
         for position in range(len(self.ids)):
             best: CatalogueEntry | None = None
             for entry in self.catalogue:
-                if position in entry.origins and entry.matches(tool) \
+                if position in entry.origins and applies(entry) \
                         and (best is None or entry.specificity() > best.specificity()):
                     best = entry
             if best is not None and best not in spoken:
                 spoken.append(best)
-        found = _combine_matches(spoken) if spoken else None
-        if len(self._matched) < 4096:
-            self._matched[tool] = found
-        return found
+        return _combine_matches(spoken) if spoken else None
 
     def limit(self, name: str) -> LimitValue | None:
         return self.limits.get(name)

@@ -131,13 +131,9 @@ class ToolClass:
     def entry(self, policy: CompiledPolicy) -> CatalogueEntry | None:
         if self.exact is not None:
             return policy.match(self.exact)
-        best: CatalogueEntry | None = None
-        for entry in policy.catalogue:
-            fits = entry.pattern == "*" or (self.prefix is not None and entry.pattern.endswith(".*")
-                                            and self.prefix.startswith(entry.pattern[:-1]))
-            if fits and (best is None or entry.specificity() > best.specificity()):
-                best = entry
-        return best
+        prefix = self.prefix
+        return policy.entry_where(lambda entry: entry.pattern == "*" or (
+            prefix is not None and entry.pattern.endswith(".*") and prefix.startswith(entry.pattern[:-1])))
 
 
 def tool_classes(old: CompiledPolicy, new: CompiledPolicy) -> list[ToolClass]:
