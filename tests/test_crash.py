@@ -323,6 +323,7 @@ def test_without_a_reconcile_hook_the_run_waits_for_plangate_reconcile(tmp_path,
     status = json.loads(plangate("status", RUN, "--format", "json").stdout)
     assert status["state"] == "paused" and status["steps"]["preview"]["state"] == "outcome_unknown"
     assert status["steps"]["preview_up"]["attempts"] == 0
+    assert "settle it with" not in plangate("status", RUN).stdout  # no tools loaded: a hook may exist
     blank = plangate("reconcile", RUN, "preview", answer, "--as", "  ")
     assert blank.returncode == 2 and "not blanks" in blank.stderr
 

@@ -379,3 +379,32 @@ def test_a_compare_and_append_writes_only_on_the_head_it_was_given(journal_path)
             journal.append("r", "run_state", {"state": "running"}, after=(first.seq, first.hash))
         assert [r.seq for r in journal.records("r")] == [first.seq, second.seq]
         assert journal.verify("r") == []
+
+
+def test_opening_without_create_leaves_a_missing_or_foreign_file_as_it_was(tmp_path):
+    missing = tmp_path / "nowhere" / "journal.db"
+    with pytest.raises(JournalError, match="there is no journal"):
+        Journal.open(missing, create=False)
+    assert not missing.parent.exists()
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    with pytest.raises(JournalError, match="not a plangate journal"):
+        Journal.open(empty, create=False)
+    assert empty.read_bytes() == b""
+
+
+def test_an_intent_is_copied_into_the_main_file_without_waiting_for_a_reader(tmp_path):
+    import time
+
+    path = tmp_path / "journal.db"
+    journal = Journal.open(path)
+    reader = sqlite3.connect(path, isolation_level=None)
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM records").fetchall()  # holds a snapshot
+    started = time.perf_counter()
+    journal.append("r", "intent", {"tool": "a.b", "args": {}, "idempotency_key": "k", "attempt": 1}, step="s")
+    assert time.perf_counter() - started < 2.0  # the busy timeout is 10 s
+    reader.execute("COMMIT")
+    journal.append("r", "intent", {"tool": "a.b", "args": {}, "idempotency_key": "k", "attempt": 2}, step="s")
+    assert (tmp_path / "journal.db-wal").stat().st_size == 0  # emptied into the main file
+    journal.close()

@@ -200,7 +200,7 @@ class Journal:
         """Open the journal at `path`: creating it and its parent directories where `create` (and not
         `read_only`); else a file that is not already a plangate journal is refused, untouched."""
         path = Path(path)
-        if read_only and not path.is_file():
+        if (read_only or not create) and not path.is_file():
             raise JournalError(f"there is no journal at {path}")
         try:
             if read_only:
@@ -297,10 +297,14 @@ class Journal:
         """Copy the write-ahead log into the main file and empty it, so that an intent is in
         `journal.db` itself before its call is made: losing the log's newest frames after a crash,
         or copying the main file alone, cannot then lose it (and let the call be made again).
-        Best effort: the commit before it is durable already; SQLite skips the copy while another
-        connection still reads an older snapshot."""
+        Best effort, and never a wait: the commit before it is durable already, so while another
+        connection still reads an older snapshot (SQLite would wait for it) the copy is skipped."""
         try:
-            self._connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            self._connection.execute("PRAGMA busy_timeout = 0")
+            try:
+                self._connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            finally:
+                self._connection.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
         except sqlite3.Error:
             pass
 
