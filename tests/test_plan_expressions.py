@@ -85,3 +85,11 @@ def test_an_escape_that_is_no_character_is_a_syntax_error_at_the_escape():
         ("syntax-error", plan.index("\\UFFFF"), "the escape `\\UFFFFFFFF` is not a character: it is past the last code point, U+10FFFF"),
         ("syntax-error", plan.index("\\u+"), "malformed escape `\\u+12a` in a string"),
     ]
+
+
+def test_a_duration_where_an_amount_goes_is_not_an_amount_of_currency_m():
+    found = diagnostics("plan p { step a { call x.y() cost 5m } step b { call x.y() cost 2..5h } }")
+    assert [(d.name, d.message) for d in found] == [
+        ("invalid-value", "`5m` is a duration, but an amount goes here"),
+        ("invalid-value", "`5h` is a duration, but an amount goes here"),
+    ]

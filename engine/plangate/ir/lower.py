@@ -30,6 +30,7 @@ from plangate.source import Span
 MAX_EXPRESSION_DEPTH = 256
 
 _DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}  # seconds per unit
+_DURATION_UNITS = frozenset(("ms", "s", "m", "h", "d"))
 _HEX = frozenset("0123456789abcdefABCDEF")
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "0": "\0",
             "a": "\a", "b": "\b", "f": "\f", "v": "\v", "?": "?", "`": "`"}
@@ -398,6 +399,12 @@ class Lowering(Transformer):
         except InvalidOperation:  # the NUMBER terminal only admits valid decimals; kept as a guard
             amount = Decimal(0)
         last = currency if currency is not None else number
+        if currency is not None and currency.start_pos == number.end_pos and currency.value in _DURATION_UNITS \
+                and number.value.isdigit():  # `cost 5m`: a duration where an amount goes, not 5 of currency `m`
+            self._report("invalid-value", self._span(number, currency),
+                         f"`{number.value}{currency.value}` is a duration, but an amount goes here",
+                         help=f"write an amount such as `{number.value} usd` (a step's time is `time {number.value}{currency.value}`)")
+            currency = None  # no currency `m` to disagree with the others
         return ir.build(ir.Money, {"amount": amount, "currency": currency.value.lower() if currency is not None else None,
                                    "span": self._span(number, last)})
 
