@@ -93,3 +93,14 @@ def test_a_duration_where_an_amount_goes_is_not_an_amount_of_currency_m():
         ("invalid-value", "`5m` is a duration, but an amount goes here"),
         ("invalid-value", "`5h` is a duration, but an amount goes here"),
     ]
+
+
+def test_a_double_literal_past_the_range_of_double_is_an_error_not_an_infinity():
+    found = diagnostics("plan p { step a { call t.d(v: 1e400 - 1e300) } step b { call t.d(v: -1e400) } step c { call t.d(v: 1e300) } }")
+    assert [(d.name, d.message) for d in found] == [("cel-type-error", "the number is out of the range of `double`")] * 2
+    from plangate.cel.evaluate import CelError, compile_expr
+    from plangate.source import SourceFile
+    from plangate.syntax import parse_expression
+
+    expr, _ = parse_expression(SourceFile("e", "1e400 > 0.0"))
+    assert isinstance(compile_expr(expr)({}), CelError)

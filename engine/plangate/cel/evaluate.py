@@ -900,6 +900,8 @@ def _literal_value(literal: Literal) -> object:
     if literal.kind == "uint":
         in_range = 0 <= literal.value <= UINT_MAX  # type: ignore[operator]
         return Uint(literal.value) if in_range else _Failure(f"`{literal.value}u` is out of the range of `uint`")
+    if literal.kind == "double" and literal.value in (float("inf"), float("-inf")):
+        return _Failure("the number is out of the range of `double`")
     return literal.value
 
 

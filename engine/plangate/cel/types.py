@@ -249,6 +249,8 @@ class _Checker:
             return self.error(expr.span, f"`{expr.value}` is out of the range of `int`")
         if expr.kind == "uint" and not 0 <= expr.value <= UINT_MAX:  # type: ignore[operator]
             return self.error(expr.span, f"`{expr.value}u` is out of the range of `uint`")
+        if expr.kind == "double" and expr.value in (float("inf"), float("-inf")):  # `1e400`: no double holds it
+            return self.error(expr.span, "the number is out of the range of `double`")
         return _LITERAL_TYPES[expr.kind]
 
     def ident(self, expr: Ident) -> CelType:
