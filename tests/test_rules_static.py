@@ -184,3 +184,10 @@ def test_in_over_args_asks_whether_an_argument_is_given():
     typed = policy.replace("warn \"odd\" when 1 in args", "warn \"odd\" when call.tool == \"r.r\" && 1 in args")
     found = check_sources([SourceFile("p.plan", plan)], [SourceFile("p.policy", typed)]).diagnostics
     assert [d.name for d in found] == ["policy-deny", "cel-type-error"]  # typed by `r.r`'s arguments too
+
+
+def test_a_checks_rollback_that_writes_is_not_read_only():
+    policy = "policy q { tool http.get { risk read_only } tool pay.refund { risk irreversible } }"
+    plan = 'plan p { check c { call http.get(url: "u") rollback pay.refund(amount: 1.0) } }'
+    found = [(d.name, d.message) for d in diagnostics(plan, policy)]
+    assert found == [("check-not-read-only", "check `c` has the rollback `pay.refund`, which is `irreversible` by the catalogue")]

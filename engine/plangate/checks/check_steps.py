@@ -3,7 +3,8 @@
 Under a policy the step's effective risk decides (the higher of its declared risk and its tool's
 catalogue risk; a tool the catalogue does not list counts as `irreversible`). Without one, only
 the declared risk is known: a check that declares a risk above `read_only` is reported, one that
-declares none is not (nothing says it writes).
+declares none is not (nothing says it writes). A check's `rollback` is held to the same rule, by
+its tool's catalogue risk.
 """
 
 from __future__ import annotations
@@ -25,6 +26,16 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
         return
     for facts in plan_facts(ctx).values():
         step = facts.step
+        if step.kind == "check" and step.rollback is not None:
+            entry = ctx.policy.match(step.rollback.tool)
+            risk = entry.risk if entry is not None and entry.risk is not None else Risk.irreversible
+            if risk > Risk.read_only:
+                yield diagnostic(
+                    "check-not-read-only", step.rollback.tool_span,
+                    f"check `{step.id}` has the rollback `{step.rollback.tool}`, which is `{risk.name}`"
+                    + (" by the catalogue" if entry is not None and entry.risk is not None
+                       else ": the catalogue gives it no risk"),
+                    help="a check only observes, so it has nothing to roll back: remove the `rollback`")
         if step.kind != "check" or step.call is None or facts.effective_risk <= Risk.read_only:
             continue
         if (facts.declared_risk or 0) > Risk.read_only:

@@ -30,7 +30,6 @@ from plangate.source import Span
 MAX_EXPRESSION_DEPTH = 256
 
 _DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}  # seconds per unit
-_DURATION_UNITS = frozenset(("ms", "s", "m", "h", "d"))
 _HEX = frozenset("0123456789abcdefABCDEF")
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "0": "\0",
             "a": "\a", "b": "\b", "f": "\f", "v": "\v", "?": "?", "`": "`"}
