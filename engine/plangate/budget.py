@@ -207,6 +207,5 @@ def never_more_than(loads: Loads, runs: Sequence[bool], workers: int) -> bool:
     return True
 
 
-
 def graham_bound(work: int, critical: int, workers: int) -> Fraction:
     return Fraction(work, workers) + (1 - Fraction(1, workers)) * critical

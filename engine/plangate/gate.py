@@ -151,7 +151,7 @@ class Gate:
             raise TypeError(f"the arguments must be a mapping of names to values, not {type(args).__name__}")
         if kind not in ("step", "check"):
             raise ValueError(f"kind must be \"step\" or \"check\", not {kind!r}")
-        if type(retry) is not int:
+        if not isinstance(retry, int) or isinstance(retry, bool):
             raise TypeError(f"retry must be an int, not {type(retry).__name__}")
         if retry < 0:
             raise ValueError(f"retry must be 0 or more, not {retry}")

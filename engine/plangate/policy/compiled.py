@@ -3,17 +3,19 @@
 Combination (the contract, §4): the union of requirements, the tightest limit, any deny wins; a
 tool named by several policies gets the highest risk (a disagreement on the risk class is a
 `policy-conflict` warning: one of them misjudges the tool) and the tightest caps (an overlay that
-lowers a cap is the usual case, so that is silent); `unknown_tools` is
-`warn` only when every policy says `warn` (a policy that does not set it denies: that is the
-default, and any deny wins), else `deny`. Patterns: an exact dotted name, a prefix `a.b.*`
-(matching `a.b.c` and deeper, not `a.b` itself) or `*`; the most specific match wins — exact, then
-the longest prefix, then `*` — within each policy; the entries that several policies match a tool
-with combine like one pattern's (`CompiledPolicy.match`), so an overlay never loosens a tool. Two policies giving one pattern different `args` schemas make the
-tool ambiguous (`ambiguous-tool`); the first schema is kept.
+lowers a cap is the usual case, so that is silent); `unknown_tools` is `warn` only when every
+policy says `warn` (a policy that does not set it denies: that is the default, and any deny wins),
+else `deny`. Patterns: an exact dotted name, a prefix `a.b.*` (matching `a.b.c` and deeper, not
+`a.b` itself) or `*`; the most specific match wins — exact, then the longest prefix, then `*` —
+within each policy; the entries that several policies match a tool with combine like one
+pattern's (`CompiledPolicy.match`), so an overlay never loosens a tool. Policies are told apart by
+position, not id. Two policies giving one tool different `args` schemas (through one pattern, or
+through patterns one of which covers the other) make it ambiguous (`ambiguous-tool`); the first
+schema is kept.
 
 The canonical form (`canonical()`) holds every fact a decision may use, with expressions printed
-as canonical CEL and no spans; `hash` is its `content_hash` (SHA-256 of the canonical JSON). The runtime decides
-with this same object, so a decision never depends on anything outside it.
+as canonical CEL and no spans; `hash` is its `content_hash` (SHA-256 of the canonical JSON). The
+runtime decides with this same object, so a decision never depends on anything outside it.
 """
 
 from __future__ import annotations
