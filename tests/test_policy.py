@@ -655,3 +655,16 @@ def test_overlapping_entries_with_different_schemas_are_ambiguous_and_same_named
         assert check_sources([], policies).policy.match("deploy.preview").risk.name == "irreversible"
     same = SourceFile("c.policy", "policy base { tool deploy.* { risk irreversible } }")
     assert check_sources([], [low, same]).policy.match("deploy.x").risk.name == "irreversible"
+
+
+def test_a_combined_cap_is_named_by_the_entry_that_gives_it():
+    from plangate.driver import check_sources
+    from plangate.source import SourceFile
+
+    base = SourceFile("base.policy", "policy base { tool deploy.* { risk irreversible cost <= 100 usd time <= 1h } }")
+    over = SourceFile("over.policy", "policy over { tool deploy.preview { risk read_only cost <= 5 usd time <= 10m } }")
+    plan = SourceFile("p.plan", 'plan p { step a { call deploy.preview() cost 20 usd time 30m } }')
+    found = [(d.message, d.labels[0].span.file) for d in check_sources([plan], [base, over]).diagnostics
+             if d.name == "limit-exceeded"]
+    assert found == [("step `a` may cost `20 usd`, over the `5 usd` cap of tool `deploy.preview`", "over.policy"),
+                     ("step `a` may take `30m`, over the `10m` time cap of tool `deploy.preview`", "over.policy")]

@@ -207,8 +207,8 @@ def _loads(ctx: PlanContext) -> tuple[Loads, tuple[str, ...], str | None, int, l
                     diagnostics.append(diagnostic(
                         "currency-mismatch", step.call.tool_span,
                         f"step `{step_id}` is charged the `{money_text(amount, unit)}` cap of tool "
-                        f"`{entry.pattern}`, but the plan counts in `{currency}`",
-                        labels=[Label(entry.span, "the cap is here")],
+                        f"`{entry.cost_source()[0]}`, but the plan counts in `{currency}`",
+                        labels=[Label(entry.cost_source()[1], "the cap is here")],
                         help=f"declare the step's `cost` in `{currency}`"))
                 amount = Decimal(0)
         else:

@@ -65,20 +65,22 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
             meets, currency = shared_currency(high.currency, entry.currency)
             if not meets:
                 cap = money_text(entry.cost_cap, entry.currency)
-                yield currency_mismatch(high.span, f"the cost of step `{step.id}`", str(high), cap, entry.span)
+                yield currency_mismatch(high.span, f"the cost of step `{step.id}`", str(high), cap, entry.cost_source()[1])
             elif high.amount > entry.cost_cap:
+                pattern, where = entry.cost_source()
                 yield diagnostic(
                     "limit-exceeded", high.span,
                     f"step `{step.id}` may cost `{money_text(high.amount, currency)}`, over the "
-                    f"`{money_text(entry.cost_cap, currency)}` cap of tool `{entry.pattern}`",
-                    labels=[Label(entry.span, "the cap is here")],
+                    f"`{money_text(entry.cost_cap, currency)}` cap of tool `{pattern}`",
+                    labels=[Label(where, "the cap is here")],
                     help=f"keep the step's cost within `{money_text(entry.cost_cap, currency)}`")
         if step.time is not None and entry.time_cap is not None and step.time.seconds > entry.time_cap:
+            pattern, where = entry.time_source()
             yield diagnostic(
                 "limit-exceeded", step.time.span,
                 f"step `{step.id}` may take `{step.time}`, over the `{format_seconds(entry.time_cap)}` "
-                f"time cap of tool `{entry.pattern}`",
-                labels=[Label(entry.span, "the cap is here")],
+                f"time cap of tool `{pattern}`",
+                labels=[Label(where, "the cap is here")],
                 help=f"keep the step's time within `{format_seconds(entry.time_cap)}`")
     yield from _plan_budget(ctx)
     steps = policy.limit("steps")

@@ -52,6 +52,18 @@ class CatalogueEntry:
     # The positions, among the policies combined, of those that give this entry (two policies may
     # share an id: each still speaks for itself).
     origins: tuple[int, ...] = field(default=(), compare=False)
+    # Where a combined entry's cost and time caps come from, when another entry than its own
+    # pattern gives them: (pattern, span) of that entry, for messages.
+    cost_from: tuple[str, Span] | None = field(default=None, compare=False)
+    time_from: tuple[str, Span] | None = field(default=None, compare=False)
+
+    def cost_source(self) -> tuple[str, Span]:
+        """The pattern and span of the entry whose cost cap this is."""
+        return self.cost_from or (self.pattern, self.span)
+
+    def time_source(self) -> tuple[str, Span]:
+        """The pattern and span of the entry whose time cap this is."""
+        return self.time_from or (self.pattern, self.span)
 
     def specificity(self) -> tuple[int, int]:
         if self.pattern == "*":
@@ -325,20 +337,24 @@ def _combine_matches(entries: list[CatalogueEntry]) -> CatalogueEntry:
         return entries[0]
     by_specificity = sorted(entries, key=CatalogueEntry.specificity, reverse=True)
     riskiest = max(by_specificity, key=lambda entry: _level(entry.risk))  # the first of the riskiest
-    caps = [(entry.cost_cap, entry.currency) for entry in entries if entry.cost_cap is not None]
-    times = [entry.time_cap for entry in entries if entry.time_cap is not None]
+    capped = [entry for entry in entries if entry.cost_cap is not None]
+    timed = [entry for entry in entries if entry.time_cap is not None]
     schemas = [entry.args for entry in by_specificity if entry.args is not None]
-    cap = min(caps, key=lambda pair: pair[0]) if caps else (None, None)
+    cost_entry = min(capped, key=lambda entry: entry.cost_cap) if capped else None  # type: ignore[arg-type,return-value]
+    time_entry = min(timed, key=lambda entry: entry.time_cap) if timed else None  # type: ignore[arg-type,return-value]
+    cap = (cost_entry.cost_cap, cost_entry.currency) if cost_entry is not None else (None, None)
     return CatalogueEntry(
         pattern=riskiest.pattern,
         risk=riskiest.risk,
         cost_cap=cap[0],
         currency=cap[1] if cap[0] is not None else next((entry.currency for entry in entries if entry.currency), None),
-        time_cap=min(times) if times else None,
+        time_cap=time_entry.time_cap if time_entry is not None else None,
         args=schemas[0] if schemas else None,
         policies=tuple(dict.fromkeys(policy for entry in entries for policy in entry.policies)),
         span=riskiest.span,
         origins=tuple(sorted({origin for entry in entries for origin in entry.origins})),
+        cost_from=cost_entry.cost_source() if cost_entry is not None else None,
+        time_from=time_entry.time_source() if time_entry is not None else None,
     )
 
 
