@@ -153,6 +153,14 @@ def test_a_keyword_is_a_whole_word_and_a_near_miss_gets_a_hint(text, message, hi
      "`30 minutes` is not a duration: the number and its unit are written together", "write `30m`"),
     ("plan p { step a { call t.x() cost $5 } }", "unexpected character `$`; expected a name or a number",
      "write an amount as a number and a currency code: `5 usd`"),
+    ("plan p { budget { cost = 5 usd } }", "expected `<=` here, found `=`",
+     "a bound is written `<=`: `cost <= 40 usd`, `limit retries <= 3`"),
+    ("policy q { limit retries = 3 }", "expected `<=` here, found `=`",
+     "a bound is written `<=`: `cost <= 40 usd`, `limit retries <= 3`"),
+    ("policy q { tool x.y { args { v = string } } }", "expected `:` here, found `=`",
+     "an argument's type is written `name: type` (`args { host: string }`)"),
+    ("plan p { step a { call t.x() expect result = 1 } }", "unexpected `=`; compare with `==`",
+     "CEL has no assignment; `==` compares two values"),
 ])
 def test_a_duration_or_an_amount_written_the_usual_way_gets_the_plangate_way(text, message, hint):
     (error,) = parse_source(SourceFile("a.plan", text)).diagnostics

@@ -475,6 +475,15 @@ def _describe_character(parser: _Parser, name: str, text: str, error: Unexpected
                           help=f"close the string with `{char}` on the same line")
     span = Span(name, offset, offset + 1)
     if char == "=" and not text.startswith("==", offset):
+        expected = {parser.terminal_text.get(terminal)
+                    for terminal in (getattr(error, "allowed", None) or getattr(error, "expected", None) or ())}
+        in_expression = "==" in expected  # where a comparison could go on, `=` was meant as `==`
+        if "<=" in expected and not in_expression:  # `budget { cost = 5 usd }`, `limit retries = 3`
+            return diagnostic("syntax-error", span, "expected `<=` here, found `=`",
+                              help="a bound is written `<=`: `cost <= 40 usd`, `limit retries <= 3`")
+        if ":" in expected and not in_expression and not _ARGUMENT_NAME_BEFORE.search(text, max(0, offset - 200), offset):
+            return diagnostic("syntax-error", span, "expected `:` here, found `=`",
+                              help="an argument's type is written `name: type` (`args { host: string }`)")
         if _ARGUMENT_NAME_BEFORE.search(text, max(0, offset - 200), offset):
             return diagnostic("syntax-error", span, "expected `:` between an argument's name and its value, found `=`",
                               help="write arguments as `name: value`; compare with `==`")
