@@ -104,3 +104,15 @@ def test_a_double_literal_past_the_range_of_double_is_an_error_not_an_infinity()
 
     expr, _ = parse_expression(SourceFile("e", "1e400 > 0.0"))
     assert isinstance(compile_expr(expr)({}), CelError)
+
+
+def test_an_empty_role_rule_or_test_name_names_nothing():
+    from plangate.driver import check_sources
+    from plangate.source import SourceFile
+
+    policy = 'policy q { deny "" when false warn " " when false test "" { call a.b() expect allow } }'
+    plan = 'plan p { step a { call a.b() approval by role "" } }'
+    found = check_sources([SourceFile("p.plan", plan)], [SourceFile("q.policy", policy)]).diagnostics
+    assert sorted(d.message for d in found if d.name == "invalid-value") == [
+        "a deny rule's name cannot be empty", "a role cannot be empty", "a test's name cannot be empty",
+        "a warn rule's name cannot be empty"]

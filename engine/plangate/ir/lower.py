@@ -132,6 +132,15 @@ class Lowering(Transformer):
                 index += 2
         return "".join(out)
 
+    def _named(self, token: Token, what: str) -> str:
+        """The text of a string that names something (a role, a rule, a test): one with no
+        visible character names nothing, and is reported."""
+        text = self._string(token)
+        if not text.strip():
+            self._report("invalid-value", self._tok(token), f"{what} cannot be empty",
+                         help="give it a name, such as `\"operator\"`")
+        return text
+
     def _whole(self, token: Token, what: str, minimum: int = 0) -> int | None:
         """The whole number `token` holds, or None (reported) when it is not one or is too small;
         the caller then leaves the clause out rather than invent a value."""
@@ -372,7 +381,8 @@ class Lowering(Transformer):
             self._report("invalid-value", duration.span, f"an approval `within {duration.text}` expires at once",
                          help="give it a time to be used, such as `within 15m`")
         last = within if within is not None else role
-        return ir.ApprovalSpec.model_construct(count=count_value, role=self._string(role), within=duration,
+        role_name = self._named(role, "a role")
+        return ir.ApprovalSpec.model_construct(count=count_value, role=role_name, within=duration,
                                span=self._span(keyword, last))
 
     def tool_name(self, children: list) -> tuple[str, Span]:
@@ -513,7 +523,7 @@ class Lowering(Transformer):
     def _rule(self, effect: str, children: list) -> ir.Rule:
         keyword, name, _when, condition, because = children
         last = because if because is not None else condition
-        return ir.Rule.model_construct(effect=effect, name=self._string(name), when=condition,
+        return ir.Rule.model_construct(effect=effect, name=self._named(name, f"a {effect} rule's name"), when=condition,
                        because=self._string(because) if because is not None else None,
                        span=self._span(keyword, last))
 
@@ -552,7 +562,8 @@ class Lowering(Transformer):
         if not expects:
             self._report("syntax-error", span, f"policy test `{self._string(name)}` has no `expect`",
                          help='add `expect allow` or `expect deny "rule-name"`')
-        return ir.PolicyTest.model_construct(name=self._string(name), call=call, risk=risk, expects=tuple(expects), span=span)
+        return ir.PolicyTest.model_construct(name=self._named(name, "a test's name"), call=call, risk=risk,
+                                             expects=tuple(expects), span=span)
 
     def test_call(self, children: list) -> _Clause:
         keyword, call = children
