@@ -161,6 +161,10 @@ def test_a_keyword_is_a_whole_word_and_a_near_miss_gets_a_hint(text, message, hi
      "an argument's type is written `name: type` (`args { host: string }`)"),
     ("plan p { step a { call t.x() expect result = 1 } }", "unexpected `=`; compare with `==`",
      "CEL has no assignment; `==` compares two values"),
+    ('plan p { step a { call t.x() approval by "ops" } }', 'expected `role` before the role\'s name, found `"ops"`',
+     'write `by role "operator"` (or `by 2 of role "operator"`)'),
+    ("plan p { step a after b c { call t.x() } }", "expected `,` between two steps of `after`, found `c`",
+     "separate the steps with commas: `after build, test`"),
 ])
 def test_a_duration_or_an_amount_written_the_usual_way_gets_the_plangate_way(text, message, hint):
     (error,) = parse_source(SourceFile("a.plan", text)).diagnostics

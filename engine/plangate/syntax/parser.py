@@ -109,6 +109,17 @@ _EXAMPLES: dict[str, list[str]] = {
         "plan p { step a { } step b { call t.y() }",
         "policy p { tool a.b { risk read_only tool c { } }",
     ],
+    "missing-role": [
+        'plan p { step a { call t.x() approval by "operator" } }',
+        'plan p { step a { call t.x() approval by 2 of "operator" } }',
+        'policy p { require approval by "operator" }',
+        'policy p { require approval when step.risk >= irreversible by "operator" }',
+    ],
+    "missing-after-comma": [
+        "plan p { step a after b c { call t.x() } }",
+        "plan p { step a after b, c d { call t.x() } }",
+        "plan p { step a { call t.x() after b c } }",
+    ],
     "missing-open-brace": [
         "plan p { step a call t.x() } }",
         "plan p { step a after b call t.x() } }",
@@ -125,6 +136,10 @@ _EXAMPLE_MESSAGES = {
                       "write each argument as `name: value`"),
     "missing-close-brace": ("expected `}` to close the block before this",
                             "a `{` above is not closed: add `}` at the end of its block"),
+    "missing-role": ("expected `role` before the role's name",
+                     'write `by role "operator"` (or `by 2 of role "operator"`)'),
+    "missing-after-comma": ("expected `,` between two steps of `after`",
+                            "separate the steps with commas: `after build, test`"),
     "missing-open-brace": ("expected `{` to open the block",
                            "a block's body goes inside braces: `step name { … }`"),
 }
