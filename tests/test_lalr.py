@@ -221,3 +221,14 @@ def test_the_same_text_elsewhere_in_a_file_is_the_same_ir(path):
     there = parse_source(SourceFile("a", "\n\n   # moved\n" + text.replace("\n", "\n  "))).document
     assert full_form(here) != full_form(there)  # the spans differ…
     assert here == there and hash(here) == hash(there)  # …and nothing else does
+
+
+@pytest.mark.parametrize("text, count", [
+    ("plan p { step a { call x.y(a: 1 b: 2) } step b { call x.y(c: 1 d: 2) } step c { call x.y(e: 1 f: 2) } }", 3),
+    ("plan p {\n  step a { call x.y(a: 1 b: 2) }   step b { call x.y(c: 1 d: 2) }\n}", 2),
+    ('policy q { tool a { risk read_only } tool b { cost <= } deny "d" when ( }', 2),
+])
+def test_broken_items_on_one_line_are_each_reported(text, count):
+    """A whole step may stand on one line (§2), so recovery finds items after braces too."""
+    found = parse_source(SourceFile("a.plan", text)).diagnostics
+    assert [d.name for d in found] == ["syntax-error"] * count, [d.message for d in found]

@@ -81,6 +81,7 @@ _UNIT_WORDS = {"ms": "ms", "s": "s", "sec": "s", "second": "s", "m": "m", "min":
 _UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 _NUMBER_BEFORE = re.compile(r"(?<![A-Za-z0-9_.])([0-9]+(?:\.[0-9]+)?)[ \t]*\Z")
 _ARGUMENT_NAME_AFTER = re.compile(r"[ \t]*:(?!:)")
+_STEP_AFTER_BRACE = re.compile(r"[ \t]*(step|check|tool|require|deny|warn|limit|test)\b")
 _ARGUMENT_NAME_BEFORE = re.compile(r"[(,]\s*[A-Za-z_][A-Za-z0-9_]*\s*\Z")
 _BRACES = re.compile(r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"|\'[^\'\\\n]*(?:\\.[^\'\\\n]*)*\'|#[^\r\n]*|[{}]')
 
@@ -336,14 +337,13 @@ def _blank_item(text: str, offset: int) -> str | None:
 
     The item runs from the item start at or before `offset` to the next item start; the last item
     of a file runs to the file's last `}` (kept: it closes the plan or policy around the item)."""
-    starts = [match.start() for match in _ITEM_START.finditer(text)]
+    starts = sorted({match.start() for match in _ITEM_START.finditer(text)} | set(_starts_after_braces(text)))
     before = [start for start in starts if start <= offset]
     after = [start for start in starts if start > offset]
     if not before:
         return None
     begin = before[-1]
-    line_start = _line_start(text, offset)
-    if begin == line_start and text[line_start:offset].strip() == "" and len(before) > 1:
+    if text[begin:offset].strip() == "" and len(before) > 1:
         begin = before[-2]  # the error is at the start of an item: the item before it is unclosed
     if after:
         end = after[0]
@@ -353,6 +353,18 @@ def _blank_item(text: str, offset: int) -> str | None:
             return None
     region = re.sub(r"[^\r\n]", " ", text[begin:end])
     return text[:begin] + region + text[end:]
+
+
+def _starts_after_braces(text: str) -> list[int]:
+    """Item starts in the middle of a line: an item's keyword right after a brace (not one inside
+    a string or a comment), as in `plan p { step a { … } step b { … } }`."""
+    found = []
+    for match in _BRACES.finditer(text):
+        if match.group() in "{}":
+            follows = _STEP_AFTER_BRACE.match(text, match.end())
+            if follows is not None:
+                found.append(follows.start(1))
+    return found
 
 
 def _line_start(text: str, offset: int) -> int:
