@@ -293,18 +293,14 @@ def compile_policies(policies: Iterable[Policy]) -> tuple[CompiledPolicy, list[D
 
 
 def _merge_entries(first: CatalogueEntry, second: CatalogueEntry, diagnostics: list[Diagnostic]) -> CatalogueEntry:
-    risks = [r for r in (first.risk, second.risk) if r is not None]
-    caps = [c for c in (first.cost_cap, second.cost_cap) if c is not None]
-    times = [t for t in (first.time_cap, second.time_cap) if t is not None]
-    args = first.args
+    """One pattern given by two policies: what `_combine_matches` makes of them (as of two patterns
+    that match one tool), and the disagreements worth a diagnostic."""
     if first.args is not None and second.args is not None and first.args != second.args:
         diagnostics.append(diagnostic(
             "ambiguous-tool", second.span,
             f"policies `{first.policies[0]}` and `{second.policies[0]}` give `{first.pattern}` different `args`",
             labels=[Label(first.span, "the schema that is kept")],
             help="give the tool one argument schema in every policy"))
-    elif args is None:
-        args = second.args
     differences = []
     if first.risk is not None and second.risk is not None and first.risk != second.risk:
         differences.append(f"risk `{first.risk.name}` against `{second.risk.name}`: "
@@ -315,18 +311,7 @@ def _merge_entries(first: CatalogueEntry, second: CatalogueEntry, diagnostics: l
             f"policies `{first.policies[0]}` and `{second.policies[0]}` disagree on `{first.pattern}`: {difference}",
             labels=[Label(first.span, f"`{first.policies[0]}` says this")],
             help="combined policies keep the stricter side; make the entries agree to silence this"))
-    return CatalogueEntry(
-        pattern=first.pattern,
-        risk=max(risks) if risks else None,
-        cost_cap=min(caps) if caps else None,
-        currency=first.currency or second.currency,
-        time_cap=min(times) if times else None,
-        args=args,
-        policies=first.policies + second.policies,
-        origins=first.origins + second.origins,
-        # where the kept risk is written (a label "`x` is `external_write` here" must point at it)
-        span=second.span if _level(second.risk) > _level(first.risk) else first.span,
-    )
+    return _combine_matches([first, second])
 
 
 def _combine_matches(entries: list[CatalogueEntry]) -> CatalogueEntry:
