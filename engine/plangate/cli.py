@@ -360,21 +360,17 @@ def _print_report(report) -> int:
 
 
 def _canonical_policy_order(paths: Sequence[str]) -> list[str]:
-    """The policy files of a run in one order whatever the command line's, each text once: by the
-    SHA-256 of its bytes (a file that cannot be read keeps its place, for `check` to report). The
-    combined policy's hash then names the set of policies, so `run --run ID` may give them in any
-    order."""
-    import hashlib
+    """The policy files of a run in one order whatever the command line's, each text once, as the
+    gate takes them (`driver.policy_set`); a file that cannot be read keeps a place at the end, for
+    `check` to report. The combined policy's hash then names the set of policies, so `run --run ID`
+    may give them in any order."""
+    from plangate.driver import policy_set, read_source
+    from plangate.source import SourceFile
 
-    keyed: dict[str, str] = {}
-    unreadable = []
-    for path in paths:
-        try:
-            with open(path, "rb") as handle:
-                keyed.setdefault(hashlib.sha256(handle.read()).hexdigest(), path)
-        except OSError:
-            unreadable.append(path)
-    return [keyed[digest] for digest in sorted(keyed)] + unreadable
+    read = [(path, read_source(path)) for path in paths]
+    sources = [source for _, source in read if isinstance(source, SourceFile)]
+    unreadable = [path for path, source in read if not isinstance(source, SourceFile)]
+    return [source.name for source in policy_set(sources)] + unreadable
 
 
 @_runtime_command

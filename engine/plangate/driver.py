@@ -13,6 +13,7 @@ them (for the benchmarks), and turns any failure into a diagnostic: a check that
 from __future__ import annotations
 
 import gc
+import hashlib
 import os
 import time
 from dataclasses import dataclass, field
@@ -138,6 +139,16 @@ def once_each(paths: Sequence[str | os.PathLike[str]]) -> list[str | os.PathLike
             seen.add(key)
             kept.append(path)
     return kept
+
+
+def policy_set(sources: Sequence[SourceFile]) -> list[SourceFile]:
+    """Policy texts in one order whatever the caller's, each text once (by the SHA-256 of the text):
+    the policy they compile to, and its hash, then name the set of policies (`plangate run`, the
+    gate)."""
+    by_text: dict[str, SourceFile] = {}
+    for source in sources:
+        by_text.setdefault(hashlib.sha256(source.text.encode("utf-8", "surrogatepass")).hexdigest(), source)
+    return [by_text[digest] for digest in sorted(by_text)]
 
 
 def read_sources(paths: Iterable[str | os.PathLike[str]], diagnostics: list[Diagnostic]) -> list[SourceFile]:

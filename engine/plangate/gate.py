@@ -27,13 +27,12 @@ in the decision. `check_plan` runs the static checker on a plan text under the s
 
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from plangate.diagnostics import Diagnostic, Severity
-from plangate.driver import CheckResult, check_sources, read_sources
+from plangate.driver import CheckResult, check_sources, policy_set, read_sources
 from plangate.ir.nodes import RISK_NAMES, Plan, Risk, RiskRef, Step, ToolCall
 from plangate.policy.compiled import CompiledPolicy
 from plangate.source import SourceFile
@@ -117,12 +116,7 @@ class Gate:
         files = [item if isinstance(item, SourceFile) else SourceFile(*_pair(item)) for item in sources]
         if not files:
             raise ValueError("a gate needs at least one policy")
-        # One order whatever the caller's, each text once (as `plangate run` takes its policies):
-        # the combined policy, its decisions and its hash name the set of policies.
-        by_text: dict[str, SourceFile] = {}
-        for source in files:
-            by_text.setdefault(hashlib.sha256(source.text.encode("utf-8", "surrogatepass")).hexdigest(), source)
-        files = [by_text[digest] for digest in sorted(by_text)]
+        files = policy_set(files)  # a set: neither their order nor a repeat changes the decisions or the hash
         result = check_sources([], files)
         errors = [item for item in result.diagnostics if item.severity is Severity.ERROR]
         if errors or result.policy is None:
