@@ -1026,9 +1026,10 @@ class Runtime:
         # version may change what was blocked or failed.
         if record and state in ("succeeded", "failed", "blocked") and not waits and view.run_state != state:
             self.journal.append(run, "run_state", {"state": state, "reason": message})
-        needs_reconcile = tuple(  # known only with the tools loaded (`status` loads none)
+        tools_loaded = bool(self.tools.names())  # which hooks exist is known only then (`status` loads none)
+        needs_reconcile = tuple(
             step_id for step_id, intent in view.open_intents.items()
-            if steps.get(step_id, {}).get("state") == "outcome_unknown" and self.tools.names()
+            if tools_loaded and steps.get(step_id, {}).get("state") == "outcome_unknown"
             and getattr(self.tools.get(intent["tool"]), "reconcile_hook", None) is None)
         return RunReport(run, state, message, steps, needs_reconcile)
 

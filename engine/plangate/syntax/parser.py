@@ -505,13 +505,14 @@ def _describe_character(parser: _Parser, name: str, text: str, error: Unexpected
         expected = {parser.terminal_text.get(terminal)
                     for terminal in (getattr(error, "allowed", None) or getattr(error, "expected", None) or ())}
         in_expression = "==" in expected  # where a comparison could go on, `=` was meant as `==`
+        after_argument_name = _ARGUMENT_NAME_BEFORE.search(text, max(0, offset - 200), offset) is not None
         if "<=" in expected and not in_expression:  # `budget { cost = 5 usd }`, `limit retries = 3`
             return diagnostic("syntax-error", span, "expected `<=` here, found `=`",
                               help="a bound is written `<=`: `cost <= 40 usd`, `limit retries <= 3`")
-        if ":" in expected and not in_expression and not _ARGUMENT_NAME_BEFORE.search(text, max(0, offset - 200), offset):
+        if ":" in expected and not in_expression and not after_argument_name:
             return diagnostic("syntax-error", span, "expected `:` here, found `=`",
                               help="an argument's type is written `name: type` (`args { host: string }`)")
-        if _ARGUMENT_NAME_BEFORE.search(text, max(0, offset - 200), offset):
+        if after_argument_name:
             return diagnostic("syntax-error", span, "expected `:` between an argument's name and its value, found `=`",
                               help="write arguments as `name: value`; compare with `==`")
         return diagnostic("syntax-error", span, "unexpected `=`; compare with `==`",
