@@ -29,7 +29,7 @@ from plangate.source import Span
 
 MAX_EXPRESSION_DEPTH = 256
 
-_DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}  # seconds per unit
+DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}  # seconds per unit (the parser's hints use it too)
 _HEX = frozenset("0123456789abcdefABCDEF")
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", '"': '"', "'": "'", "0": "\0",
             "a": "\a", "b": "\b", "f": "\f", "v": "\v", "?": "?", "`": "`"}
@@ -159,7 +159,7 @@ class Lowering(Transformer):
         unit = text.lstrip("0123456789")
         number = int(text[: len(text) - len(unit)])
         # Whole seconds: a bound in milliseconds rounds up, so `500ms` is never read as no time at all.
-        seconds = -(-number // 1000) if unit == "ms" else number * int(_DURATION_UNITS[unit])
+        seconds = -(-number // 1000) if unit == "ms" else number * int(DURATION_UNITS[unit])
         return ir.build(ir.Duration, {"seconds": seconds, "text": text, "span": self._tok(token)})
 
     def _risk(self, token: Token) -> ir.RiskRef:
@@ -408,7 +408,7 @@ class Lowering(Transformer):
         except InvalidOperation:  # the NUMBER terminal only admits valid decimals; kept as a guard
             amount = Decimal(0)
         last = currency if currency is not None else number
-        if currency is not None and currency.start_pos == number.end_pos and currency.value in _DURATION_UNITS \
+        if currency is not None and currency.start_pos == number.end_pos and currency.value in DURATION_UNITS \
                 and number.value.isdigit():  # `cost 5m`: a duration where an amount goes, not 5 of currency `m`
             self._report("invalid-value", self._span(number, currency),
                          f"`{number.value}{currency.value}` is a duration, but an amount goes here",

@@ -36,7 +36,7 @@ from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedEOF, Unex
 
 from plangate.assets import read_asset
 from plangate.diagnostics import Diagnostic, Label, diagnostic
-from plangate.ir.lower import ExpressionTooDeep, Lowering
+from plangate.ir.lower import DURATION_UNITS, ExpressionTooDeep, Lowering
 from plangate.cel.ast import Expr
 from plangate.ir.nodes import Document
 from plangate.source import SourceFile, Span
@@ -78,7 +78,6 @@ _CURRENCY_SIGN = re.compile(r"[$€£]\s*([0-9]+(?:\.[0-9]+)?)")  # `$5`: an amo
 _SPACED_DURATION = re.compile(r"([0-9]+)[ \t]+([A-Za-z]+)\b")
 _UNIT_WORDS = {"ms": "ms", "s": "s", "sec": "s", "second": "s", "m": "m", "min": "m", "minute": "m",
                "h": "h", "hr": "h", "hour": "h", "d": "d", "day": "d"}
-_UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 _NUMBER_BEFORE = re.compile(r"(?<![A-Za-z0-9_.])([0-9]+(?:\.[0-9]+)?)[ \t]*\Z")
 _ARGUMENT_NAME_AFTER = re.compile(r"[ \t]*:(?!:)")
 _STEP_AFTER_BRACE = re.compile(r"[ \t]*(step|check|tool|require|deny|warn|limit|test)\b")
@@ -450,7 +449,7 @@ def _literal_in_expression(name: str, text: str, token: Token) -> Diagnostic | N
         return None
     number = before.group(1)
     start = before.start(1)
-    if before.end(1) == token.start_pos and token.value in _UNIT_SECONDS and "." not in number:
+    if before.end(1) == token.start_pos and token.value in DURATION_UNITS and "." not in number:
         written = number + token.value
         return diagnostic("syntax-error", Span(name, start, token.end_pos),
                           f"`{written}` is a duration, which an expression writes as `duration(\"{written}\")`",
@@ -469,10 +468,10 @@ def _in_one_unit(written: str) -> str:
     parts = re.findall(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h|d)", written)
     if not parts or "".join(number + unit for number, unit in parts) != written:
         return "90m"
-    seconds = sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
+    seconds = sum(float(number) * DURATION_UNITS[unit] for number, unit in parts)
     for unit in ("d", "h", "m", "s"):
-        if seconds >= _UNIT_SECONDS[unit] and (seconds / _UNIT_SECONDS[unit]).is_integer():
-            return f"{int(seconds / _UNIT_SECONDS[unit])}{unit}"
+        if seconds >= DURATION_UNITS[unit] and (seconds / DURATION_UNITS[unit]).is_integer():
+            return f"{int(seconds / DURATION_UNITS[unit])}{unit}"
     return f"{max(1, round(seconds * 1000))}ms"
 
 
