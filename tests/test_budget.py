@@ -62,7 +62,7 @@ def names(found: list) -> list[str]:
 
 def test_the_dp_on_a_diamond():
     loads = Loads(("a", "b", "c", "d"), (1, 3, 1, 2), (5, 2, 7, 1), (60, 120, 30, 10),
-                  ((), (0,), (0,), (1, 2)), (0, 1, 2, 3))
+                  ((), (0,), (0,), (1, 2)))
     worst = worst_case(loads)
     assert (worst.totals.cost, worst.totals.calls, worst.totals.work) == (5 + 6 + 7 + 2, 7, 60 + 360 + 30 + 20)
     assert (worst.critical, worst.path) == (60 + 360 + 20, (0, 1, 3))
@@ -75,8 +75,7 @@ def test_the_dp_on_a_diamond():
 def test_the_dp_is_fast_at_ten_thousand_steps():
     size = 10_000
     loads = Loads(tuple(f"s{i}" for i in range(size)), (2,) * size, (3,) * size, (60,) * size,
-                  tuple(tuple(p for p in (i - 1, i - 7, i - 31) if p >= 0) for i in range(size)),
-                  tuple(range(size)))
+                  tuple(tuple(p for p in (i - 1, i - 7, i - 31) if p >= 0) for i in range(size)))
     runs = [True] * size
     started = time.perf_counter()
     worst = worst_case(loads, runs)
@@ -160,8 +159,13 @@ def test_unsatisfiable_and_constant_conditions():
       step a { call t.a() when x.result.n > 3 && x.result.n < 2 cost 60 usd }
       step b { call t.b() when 1 > 2 cost 60 usd }
       step c { call t.c() when 2 > 1 cost 10 usd }
+      step d { call t.d() when [1, 2].exists(v, v > 5) cost 60 usd }
+      step e { call t.e() when int("5") > 6 cost 60 usd }
+      step f { call t.f() when int("x") > 6 cost 60 usd }
+      step g { call t.g() when [1, 2].all(v, v > 0) cost 0 usd }
     }"""
-    assert diagnostics(plan) == []
+    assert diagnostics(plan) == []  # a condition that reads no name is decided as at run time
+    assert names(diagnostics(plan.replace("cost 0 usd", "cost 1 usd"))) == ["budget-exceeded:error"]
 
 
 def test_time_on_a_path_through_exclusive_steps():
@@ -259,7 +263,7 @@ def test_never_more_than_agrees_with_the_widest_antichain():
         predecessors = tuple(tuple(sorted(rng.sample(range(i), rng.randint(0, min(i, 2))))) for i in range(size))
         runs = [rng.random() < 0.8 for _ in range(size)]
         loads = Loads(tuple(f"s{i}" for i in range(size)), (1,) * size, (0,) * size, (60,) * size,
-                      predecessors, tuple(range(size)))
+                      predecessors)
         before = [set() for _ in range(size)]
         for index, preds in enumerate(predecessors):
             for pred in preds:
@@ -278,6 +282,40 @@ def test_graham_bound_alone_is_a_warning():
     assert names(found) == ["budget-exceeded:warning"]
     assert "Graham's bound is `25m`" in found[0].message
     assert diagnostics(PARALLEL.format(bound="25m"), CONCURRENCY) == []
+
+
+def test_a_longest_path_over_the_bound_is_an_error_whatever_the_concurrency():
+    plan = """plan p {
+      budget { time <= 16m }
+      step s  { call t.s() time 1m }
+      step x1 { call t.x1() time 10m when s.result.n > 5 }
+      step x2 { call t.x2() time 10m when s.result.n > 5 }
+      step y1 { call t.y1() time 6m when s.result.n < 3 }
+      step y2 { call t.y2(v: y1.result.v) time 6m }
+      step y3 { call t.y3(v: y2.result.v) time 6m }
+    }"""
+    # the x branch has the most work (Graham and the list schedule stay under 19m), the y chain
+    # the longest path: 1 + 6 + 6 + 6 = 19m, on the runs where `s.result.n` < 3
+    [found] = diagnostics(plan, CONCURRENCY)
+    assert found.severity.value == "error" and "`19m`" in found.message
+    assert found.notes[0].startswith("critical path: `s` (1m) → `y1` (6m) → `y2` (6m) → `y3` (6m)")
+
+
+def test_the_list_schedule_starts_ready_steps_in_the_runtimes_order():
+    plan = """plan p {
+      budget { time <= 330s }
+      step s0 after s2 { call t.a() time 1m }
+      step s1 after s4 { call t.b() time 1m }
+      step s2 { call t.c() time 2m }
+      step s3 after s2 { call t.d() time 3m }
+      step s4 { call t.e() time 2m }
+    }"""
+    # topological order (Kahn, ties in plan order): s2 s0 s3 s4 s1; in plan order s3 would start
+    # after s0 and s1, at 3m, and end at 6m
+    [found] = diagnostics(plan, CONCURRENCY)
+    assert found.severity.value == "warning" and "Graham's bound is `7m`" in found.message
+    assert "the list schedule in the runtime's order takes 5m" in found.notes[1]
+    assert found.notes[2].endswith("`s2` 0s–2m, `s4` 0s–2m, `s0` 2m–3m, `s3` 2m–5m, `s1` 3m–4m")
 
 
 def test_a_schedule_over_the_bound_is_an_error():

@@ -394,6 +394,24 @@ def test_log_verify_detects_an_edited_journal(tmp_path, demo):
     refused = plangate("resume", run, "--tools", str(DEMO_TOOLS))
     assert refused.returncode == 2 and "is damaged" in refused.stderr
 
+    with closing(sqlite3.connect(tmp_path / "journal.db")) as raw:  # every record gone, the head left
+        raw.execute("DROP TRIGGER IF EXISTS records_are_not_deleted")
+        raw.execute("DELETE FROM records WHERE run = ?", (run,))
+        raw.commit()
+    emptied = plangate("log", run, "--verify")
+    assert emptied.returncode == 1 and "head-mismatch" in emptied.stdout, emptied.stdout + emptied.stderr
+    assert plangate("log", "no-such-run").returncode == 2
+
+
+def test_run_refuses_a_plan_with_errors_and_counts_the_plan_not_its_policies(tmp_path, demo):
+    plangate = cli_in(tmp_path, demo)
+    bad = tmp_path / "bad.plan"
+    bad.write_text('plan bad {\n  step a { call no.such() risk read_only }\n}\n')
+    refused = plangate("run", str(bad), "--policy", "policies/baseline.policy", "--tools", str(DEMO_TOOLS))
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert "unknown-tool" in refused.stderr and "1 error in 1 file\n" in refused.stderr
+    assert "the plan or its policies have errors; nothing was run" in refused.stderr
+
 
 def test_run_with_the_id_of_an_existing_run_resumes_it(tmp_path, demo):
     plangate = cli_in(tmp_path, demo)
@@ -572,6 +590,43 @@ def test_a_new_version_that_drops_a_completed_step_keeps_it_and_an_abort_rolls_i
     assert report.state == "aborted"
     assert report.steps["w"] == {"state": "compensated", "attempts": 1, "reason": "rolled back by `t.write`"}
     assert [call[1] for call in toolbox.calls if call[0] == "t.write"] == ["w", "undo-w-7"]
+
+
+def test_a_step_held_back_by_one_version_and_dropped_by_the_next_is_kept_and_rolled_back(box):
+    toolbox, runtime = box
+    body = """
+  step g { call t.read(key: "%s") }
+  step w { call t.write(name: "w-" + string(g.result.value)) risk reversible_write idempotency "w"
+           rollback t.write(name: "undo-" + result.name) }
+  step n { call t.send(to: "ops") idempotency "n" approval by role "operator" }
+"""
+    toolbox.values["g1"] = 7
+    run = start_plan(runtime, body % "g1")
+    assert runtime.advance(run).steps["n"]["state"] == "waiting_for_approval"
+    runtime.new_version(run, plan_text(body % "g2", version=2), "t.plan")  # `g` runs again: `w` is held back
+    assert "w" in runtime.view(run).recheck
+    without_w = body.replace(body[body.index("  step w"):body.index("  step n")], "")
+    runtime.new_version(run, plan_text(without_w % "g2", version=3), "t.plan")  # and then dropped
+    view = runtime.view(run)
+    assert view.states["w"] == "succeeded" and "no longer in the plan" in view.reasons["w"]
+    report = runtime.abort(run, rollback=True)
+    assert report.steps["w"] == {"state": "compensated", "attempts": 1, "reason": "rolled back by `t.write`"}
+    assert [call[1] for call in toolbox.calls if call[0] == "t.write"] == ["w-7", "undo-w-7"]
+
+
+def test_an_unknown_outcome_changed_by_one_version_and_dropped_by_the_next_can_be_rolled_back(box):
+    toolbox, runtime = box
+    step_w = '  step w { call t.write(name: "%s") risk reversible_write idempotency "w" rollback t.write(name: "undo-" + result.name) }\n'
+    step_n = '  step n { call t.send(to: "ops") idempotency "n" approval by role "operator" }\n'
+    run = start_plan(runtime, step_w % "one" + step_n)
+    runtime.journal.append(run, "intent", {"tool": "t.write", "args": {"name": "one"}, "idempotency_key": "w",
+                                           "attempt": 1}, step="w")  # a crash after the intent
+    runtime.new_version(run, plan_text(step_w % "two" + step_n, version=2), "t.plan")  # the call changes
+    runtime.new_version(run, plan_text(step_n, version=3), "t.plan")  # then the step goes
+    runtime.reconcile(run, "w", True, "ops", {"name": "one"})  # the first call had happened
+    report = runtime.abort(run, rollback=True)
+    assert report.steps["w"] == {"state": "compensated", "attempts": 1, "reason": "rolled back by `t.write`"}
+    assert [call[1] for call in toolbox.calls if call[0] == "t.write"] == ["undo-one"]
 
 
 def test_run_with_the_id_of_a_run_of_another_plan_is_refused(box, tmp_path, demo):

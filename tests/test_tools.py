@@ -153,6 +153,8 @@ def test_loading_an_importable_module(tmp_path, monkeypatch):
         ("x = 1\nraise RuntimeError('no credentials')\n",
          "loading tools from {path} failed (bad.py, line 2): RuntimeError: no credentials"),
         ("x = 1\n", "{path} defines no tools"),
+        ("from plangate import tool\n@tool('t.x')\ndef x(n: 'int['):\n    return {}\n",  # raised, not parsed: no line
+         "loading tools from {path} failed (bad.py, line 2): SyntaxError: Forward reference must be an expression"),
     ],
 )
 def test_loading_problems_are_sentences_not_tracebacks(tmp_path, text, expected):

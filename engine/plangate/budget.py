@@ -42,7 +42,6 @@ class Loads:
     cost: tuple[int, ...]
     seconds: tuple[int, ...]
     predecessors: tuple[tuple[int, ...], ...]
-    plan_position: tuple[int, ...]
 
     def __len__(self) -> int:
         return len(self.steps)
@@ -129,7 +128,8 @@ def longest_through(loads: Loads, runs: Sequence[bool]) -> list[int]:
 
 
 def list_schedule(loads: Loads, runs: Sequence[bool], workers: int) -> Schedule:
-    """Greedy list scheduling: whenever a worker is free, start the ready step first in plan order."""
+    """Greedy list scheduling as the runtime does it: whenever a worker is free, start the ready step
+    first in topological order (`loads` is in that order)."""
     own = step_times(loads, runs)
     size = len(own)
     waiting = [len(predecessors) for predecessors in loads.predecessors]
@@ -137,7 +137,7 @@ def list_schedule(loads: Loads, runs: Sequence[bool], workers: int) -> Schedule:
     for index, predecessors in enumerate(loads.predecessors):
         for predecessor in predecessors:
             successors[predecessor].append(index)
-    ready = [(loads.plan_position[i], i) for i in range(size) if waiting[i] == 0]
+    ready = [i for i in range(size) if waiting[i] == 0]
     heapq.heapify(ready)
     running: list[tuple[int, int]] = []  # (end, step)
     starts: list[tuple[int, int, int]] = []
@@ -147,11 +147,11 @@ def list_schedule(loads: Loads, runs: Sequence[bool], workers: int) -> Schedule:
         for successor in successors[index]:
             waiting[successor] -= 1
             if waiting[successor] == 0:
-                heapq.heappush(ready, (loads.plan_position[successor], successor))
+                heapq.heappush(ready, successor)
 
     while ready or running:
         while ready:
-            _, index = ready[0]
+            index = ready[0]
             if not runs[index]:  # a skipped step takes no worker and is done at once
                 heapq.heappop(ready)
                 finish(index)

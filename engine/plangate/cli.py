@@ -381,7 +381,7 @@ def _run(args: argparse.Namespace) -> int:
     policies = _canonical_policy_order(args.policy)
     result = check([args.plan], policies)
     if result.errors or result.exit_code() == 2:
-        sys.stderr.write(render(result.diagnostics, result.sources, "text", files=result.files,
+        sys.stderr.write(render(result.diagnostics, result.sources, "text", files=result.checked_files,
                                 color=_use_color("auto", sys.stderr), tool_version=__version__))
         unread = [d.file for d in result.diagnostics if d.name == "unreadable-input"]
         print("plangate: " + (f"could not read {', '.join(f'`{name}`' for name in unread)}" if unread
@@ -494,10 +494,10 @@ def _log(args: argparse.Namespace) -> int:
     runtime = _runtime(args.journal, read_only=True)
     journal = runtime.journal
     records = journal.records(args.run_id)
-    if not records:
+    problems = journal.verify(args.run_id)  # a run whose records are all gone still has its head
+    if not records and not problems:
         print(f"plangate: there is no run `{args.run_id}` in {args.journal}", file=sys.stderr)
         return 2
-    problems = journal.verify(args.run_id)
     if problems and not args.verify:  # shown anyway, but never silently
         print(f"plangate: warning: the journal of run `{args.run_id}` does not verify ({len(problems)} problem(s)): "
               f"see `plangate log {args.run_id} --verify`", file=sys.stderr)

@@ -58,7 +58,7 @@ from typing import Callable, Mapping
 import re2
 
 from plangate.cel.ast import (Binary, Call, Conditional, Expr, Ident, Index, ListExpr, Literal, MapExpr,
-                              Select, Unary)
+                              Select, Unary, children)
 
 INT_MIN = -(1 << 63)
 INT_MAX = (1 << 63) - 1
@@ -967,6 +967,26 @@ def is_macro(expr: Call) -> bool:
     if expr.target is None or arities is None or not expr.args or not isinstance(expr.args[0], Ident):
         return False
     return len(expr.args) in (arities if isinstance(arities, tuple) else (arities,))
+
+
+def free_names(expr: Expr) -> set[str]:
+    """The names `expr` reads from its activation: its identifiers, except a macro's own variable
+    inside that macro (`[1, 2].exists(v, v > 5)` reads nothing: it is a constant)."""
+    found: set[str] = set()
+    stack: list[tuple[Expr, frozenset[str]]] = [(expr, frozenset())]
+    while stack:
+        node, bound = stack.pop()
+        if isinstance(node, Ident):
+            if node.name not in bound:
+                found.add(node.name)
+        elif isinstance(node, Call) and is_macro(node):
+            assert node.target is not None and isinstance(node.args[0], Ident)
+            stack.append((node.target, bound))
+            inside = bound | {node.args[0].name}
+            stack.extend((part, inside) for part in node.args[1:])
+        elif not isinstance(node, Literal):
+            stack.extend((child, bound) for child in children(node))
+    return found
 
 
 def _compile_macro(expr: Call) -> _Closure:

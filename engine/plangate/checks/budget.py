@@ -28,9 +28,11 @@ reaching L ≤ U (U = L unless the solver left something open):
 Time: when the concurrency limit cannot bind (no more steps may run than it allows, or they split
 into that many chains: `never_more_than`),
 the makespan is the critical path, decided exactly as above. When it binds, Graham's bound
-W/m + (1 − 1/m)·L bounds every schedule: within it, fine; beyond it, the list schedule that
-starts ready steps in plan order is simulated on the worst-work execution with worst times. If
-that schedule is over the bound: `budget-exceeded` with the schedule; if only Graham's bound is:
+W/m + (1 − 1/m)·L bounds every schedule: within it, fine. Beyond it, no schedule is shorter than
+the longest path, so a critical path over the bound (decided exactly as above) is
+`budget-exceeded` with that path; else the list schedule that starts ready steps in topological
+order, as the runtime does, is simulated on the worst-work execution with worst times. If that
+schedule is over the bound: `budget-exceeded` with the schedule; if only Graham's bound is:
 `budget-exceeded` as a warning — the plan cannot be proven to finish in time.
 
 `evaluate(ctx)` returns the findings with their witnesses as data (the tests replay them);
@@ -159,6 +161,9 @@ def _time(ctx: PlanContext, branches: Branches, loads: Loads, bound: Bound) -> F
     graham = graham_bound(most.upper, longest, workers)
     if graham <= bound.value:
         return None
+    critical = branches.critical(bound.value)  # no schedule is shorter than its longest path
+    if critical.lower > bound.value:
+        return Finding(bound, "exceeded", critical)
     assert most.runs is not None
     schedule = list_schedule(loads, most.runs, workers)
     verdict = "exceeded" if schedule.makespan > bound.value else "unprovable"
@@ -170,7 +175,6 @@ def _time(ctx: PlanContext, branches: Branches, loads: Loads, bound: Bound) -> F
 def _loads(ctx: PlanContext) -> tuple[Loads, tuple[str, ...], str | None, int, list[Diagnostic]]:
     """Per step in topological order: attempts, cost, seconds; the steps whose cost is in another
     currency than the plan's (charged nothing: a cost bound over the rest is a lower bound)."""
-    position = {step_id: index for index, step_id in enumerate(ctx.graph.steps)}
     order = ctx.graph.topological_order()
     currency, _ = plan_currency(ctx)
     limit = ctx.policy.limit("cost") if ctx.policy is not None else None
@@ -229,7 +233,7 @@ def _loads(ctx: PlanContext) -> tuple[Loads, tuple[str, ...], str | None, int, l
         if amount not in scaled:
             scaled[amount] = int(amount * scale)
     loads = Loads(tuple(order), tuple(attempts), tuple(scaled[amount] for amount in amounts), tuple(seconds),
-                  predecessors, tuple(position[s] for s in order))
+                  predecessors)
     return loads, tuple(excluded), currency, scale, diagnostics
 
 
@@ -316,7 +320,7 @@ def _render(report: Report, finding: Finding) -> Diagnostic:
                 labels=bound.labels, severity=Severity.WARNING,
                 notes=[f"Graham's bound W/m + (1 − 1/m)·L with W = {_duration(worst.upper)} of work, "
                        f"m = {finding.workers} and L = the longest path",
-                       f"the list schedule in plan order takes {_duration(finding.schedule.makespan)}", *notes],
+                       f"the list schedule in the runtime's order takes {_duration(finding.schedule.makespan)}", *notes],
                 help="raise the time budget, shorten steps, or raise `limit concurrency`")
         return diagnostic(
             "budget-exceeded", bound.span,
@@ -374,7 +378,7 @@ def _execution_notes(report: Report, finding: Finding) -> list[str]:
         notes.append("critical path: " + _listed(worst.path, " → ", lambda i: _time_charge(loads, i))
                      + f" = {_duration(worst.lower)}")
     elif finding.schedule is not None:
-        notes.append(f"schedule with {finding.workers} at a time, ready steps started in plan order: "
+        notes.append(f"schedule with {finding.workers} at a time, ready steps started in topological order: "
                      + _listed(finding.schedule.starts, ", ",
                                lambda start: f"`{loads.steps[start[0]]}` {_duration(start[1])}–{_duration(start[2])}"))
     else:

@@ -22,7 +22,7 @@ from plangate.diagnostics import Diagnostic, Label, diagnostic
 from plangate.ir.nodes import ApprovalSpec, Step
 from plangate.policy.compiled import CompiledRequirement, describe_approval, format_seconds
 from plangate.checks.rules import step_decisions
-from plangate.checks.unreachable import constant_false, never_running
+from plangate.checks.unreachable import never_true, never_running
 
 
 @dataclass
@@ -43,9 +43,10 @@ def applicable(ctx: PlanContext) -> dict[str, list[tuple[CompiledRequirement, st
     decisions = step_decisions(ctx)
     result: dict[str, list[tuple[CompiledRequirement, str]]] = {step_id: [] for step_id in decisions.steps_with_calls}
     for requirement in policy.requirements:
-        if requirement.when is None:
-            for found in result.values():
-                found.append((requirement, "must"))
+        if requirement.when is None:  # for every call that can be made
+            for step_id, found in result.items():
+                if not (decisions.facts[step_id].never_runs or decisions.facts[step_id].failing):
+                    found.append((requirement, "must"))
             continue
         for step_id, verdict in decisions.verdicts(requirement.when):
             if verdict.outcome != "never":
@@ -58,7 +59,7 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
     checked_by: dict[str, list[str]] = {}
     never = never_running(ctx)
     for step in ctx.graph.steps.values():
-        if step.kind == "check" and step.id not in never and (step.when is None or not constant_false(step.when)):
+        if step.kind == "check" and step.id not in never and (step.when is None or not never_true(step.when)):
             # a check that never runs (its `when` is false, or it uses the result of a step that never runs) verifies nothing
             for source in ctx.graph.predecessors(step.id):
                 checked_by.setdefault(source, []).append(step.id)

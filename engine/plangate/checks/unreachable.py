@@ -1,7 +1,8 @@
 """`unreachable-step`: a step that can never run.
 
-A step whose `when` is constant and false (`false`, `1 > 2`: it reads no name) never runs; nor does a step that uses the result of a
-step that never runs (a skipped step has no result, so whatever refers to it is skipped too; an
+A step whose `when` is constant (it reads no name: `false`, `1 > 2`, `[1, 2].exists(v, v > 5)`)
+and not `true` never runs (a `when` that is false, fails or is no bool skips the step); nor does a
+step that uses the result of a step that never runs (a skipped step has no result, so whatever refers to it is skipped too; an
 `after` alone only orders, and a skipped step counts as done for it). Only constant conditions are
 judged here; the budget check reasons about the others (which steps can run together).
 """
@@ -10,8 +11,8 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from plangate.cel.ast import Expr, Ident, walk
-from plangate.cel.evaluate import compile_expr
+from plangate.cel.ast import Expr
+from plangate.cel.evaluate import CelError, constant_value, free_names
 from plangate.checks.context import PlanContext
 from plangate.diagnostics import Diagnostic, diagnostic
 
@@ -23,7 +24,10 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
         step = ctx.graph.steps[step_id]
         if cause == step_id:
             assert step.when is not None
-            yield diagnostic("unreachable-step", step.when.span, f"step `{step_id}` can never run: its `when` is always false",
+            value = constant_value(step.when)
+            why = "is always false" if value is False else "always fails" if isinstance(value, CelError) else \
+                "is never a bool"
+            yield diagnostic("unreachable-step", step.when.span, f"step `{step_id}` can never run: its `when` {why}",
                              help="remove the step or give it a real condition")
         else:
             yield diagnostic("unreachable-step", step.id_span,
@@ -33,7 +37,7 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
 
 def never_running(ctx: PlanContext) -> dict[str, str]:
     """The steps that can never run, in topological order: each with itself when its own `when` is
-    constant and false, else with the step that never runs whose result it uses; empty unless the
+    constant and not `true`, else with the step that never runs whose result it uses; empty unless the
     plan is a DAG.
     Computed once per plan and kept in `ctx.facts` (the rules and requirements ask too: nothing
     fires for a step that never runs)."""
@@ -44,7 +48,7 @@ def never_running(ctx: PlanContext) -> dict[str, str]:
     if ctx.graph.is_dag():
         for step_id in ctx.graph.topological_order():
             step = ctx.graph.steps[step_id]
-            if step.when is not None and constant_false(step.when):
+            if step.when is not None and never_true(step.when):
                 never[step_id] = step_id
                 continue
             blocked_by = next((p for p in ctx.graph.pred[step_id]
@@ -55,7 +59,6 @@ def never_running(ctx: PlanContext) -> dict[str, str]:
     return never
 
 
-def constant_false(condition: Expr) -> bool:
-    if any(isinstance(node, Ident) for node in walk(condition)):
-        return False
-    return compile_expr(condition)({}) is False
+def never_true(condition: Expr) -> bool:
+    """Whether `condition` reads no name and is not `true`: a `when` that skips its step on every run."""
+    return not free_names(condition) and constant_value(condition) is not True

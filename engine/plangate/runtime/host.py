@@ -134,8 +134,9 @@ class RunView:
     open_intents: dict[str, dict[str, Any]] = field(default_factory=dict)
     marked_unknown: set[str] = field(default_factory=set)
     # Steps whose unknown outcome belongs to a call that a later plan version changed or dropped:
-    # kept until settled, then run again under the new call (or, dropped, kept only if it happened).
-    stale: set[str] = field(default_factory=set)
+    # kept until settled, then run again under the new call (or, dropped, kept only if it happened);
+    # each with the step as it was when that call was made (for its rollback, should it be dropped).
+    stale: dict[str, Step | None] = field(default_factory=dict)
     last_intent: dict[str, dict[str, Any]] = field(default_factory=dict)
     approvals: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     calls: int = 0
@@ -1066,7 +1067,7 @@ def _copy_view(view: RunView) -> RunView:
     """A copy whose containers can be changed without touching `view`."""
     return replace(view, states=dict(view.states), reasons=dict(view.reasons), attempts=dict(view.attempts),
                    results=dict(view.results), open_intents=dict(view.open_intents),
-                   marked_unknown=set(view.marked_unknown), stale=set(view.stale),
+                   marked_unknown=set(view.marked_unknown), stale=dict(view.stale),
                    last_intent=dict(view.last_intent), settled_by=dict(view.settled_by),
                    dropped=dict(view.dropped), completed_at=dict(view.completed_at), recheck=dict(view.recheck),
                    to_roll_back=list(view.to_roll_back), rollback_intents=dict(view.rollback_intents),
@@ -1141,7 +1142,7 @@ def _fold(view: RunView, record: Record) -> None:
         if "settled_by" in body:
             view.settled_by[step] = body["settled_by"]
         if step in view.stale:  # an earlier version's call happened: settled, not this version's call
-            view.stale.discard(step)
+            view.stale.pop(step)
             if _step(view.plan, step) is not None:
                 _forget(view, step)
             else:
@@ -1160,7 +1161,7 @@ def _fold(view: RunView, record: Record) -> None:
     elif kind == "reconciled":
         view.open_intents.pop(step, None)
         if step in view.stale and not body["happened"]:  # an earlier version's call did not happen
-            view.stale.discard(step)
+            view.stale.pop(step)
             _forget(view, step)
         elif body["happened"]:
             view.states[step] = "verifying"
@@ -1229,10 +1230,15 @@ def _revise(view: RunView, step_id: str, old: Step | None, new: Step | None) -> 
     changed = old is None or new is None or canonical(old.call) != canonical(new.call)
     if step_id in view.open_intents or view.states.get(step_id) == "outcome_unknown":
         if changed:
-            if new is None and step_id not in view.stale and old is not None:
-                view.dropped[step_id] = old  # the open call is this step's: if it happened, it can be undone
-            view.stale.add(step_id)
+            made_under = view.stale.setdefault(step_id, old)  # the first version to change it: the call's own
+            if new is None and made_under is not None:
+                view.dropped[step_id] = made_under  # if the call happened, it can be undone
         return
+    held = view.recheck.pop(step_id, None) if new is None else None
+    if held is not None:  # held back until its call is computed again, and now dropped: kept as it was
+        view.states[step_id] = held[0]
+        if held[1] is not None:
+            view.reasons[step_id] = held[1]
     state = view.states.get(step_id)
     if new is None and old is not None and state in ("succeeded", "verifying"):
         view.dropped[step_id] = old

@@ -451,7 +451,7 @@ def _import_module(module_name: str) -> types.ModuleType | str:
 
 def _loading_problem(what: str, error: BaseException, file: Path | None) -> str:
     """One sentence about an exception raised while importing tools: where, and what."""
-    if isinstance(error, SyntaxError):
+    if isinstance(error, SyntaxError) and error.lineno is not None:  # else raised by running code (a string annotation)
         return f"syntax error in {error.filename or what}, line {error.lineno}: {error.msg}"
     frames = traceback.extract_tb(error.__traceback__)
     if file is not None:

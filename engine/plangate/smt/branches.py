@@ -7,7 +7,9 @@ those of every step whose result it references. Every budget figure grows with t
 steps (cost, calls and work are sums of non-negative weights, a longest path only lengthens), so a
 worst case needs only *maximal* sets of guards that can fire together.
 
-Classification (no solver). Conditions are taken in groups that name the same steps. A group of
+Classification (no solver). A condition that reads no name is evaluated: `true` is no guard, and
+anything else (false, an error, no bool) means the step never runs, as at run time. The others are
+taken in groups that name the same steps. A group of
 simple conditions (`simple.py`: fields compared with constants) is read as atoms. Otherwise each
 `when` is encoded (`encode.Encoder`) over an activation in which every step's result is an
 `Unknown` (opaque conditions — `matches`, `== null`, `in` over a run-time list — are Boolean atoms
@@ -50,6 +52,7 @@ from typing import Callable, Iterator, Mapping, Sequence
 from plangate import budget
 from plangate.budget import Loads
 from plangate.cel.ast import Expr, Ident, walk
+from plangate.cel.evaluate import constant_value, free_names
 from plangate.graph import PlanGraph
 from plangate.smt import simple, solve
 from plangate.smt.encode import Encoder, Unknown, Unsupported
@@ -138,6 +141,11 @@ class Branches:
         self.activation = activation = StepResults(graph.steps)
         conditions = {step_id: graph.steps[step_id].when for step_id in loads.steps
                       if graph.steps[step_id].when is not None}
+        for step_id, condition in list(conditions.items()):
+            if not free_names(condition):  # a constant: the step always runs, or never does
+                del conditions[step_id]
+                if constant_value(condition) is not True:
+                    self.never[step_id] = step_id
         for guards in _by_referenced_steps(conditions, graph):
             self._classify(guards, conditions, activation)
         self.guard_sets = self._guard_sets(graph)
@@ -497,8 +505,7 @@ class Branches:
         loads = self.loads
         sub = Loads(tuple(loads.steps[i] for i in relevant), tuple(loads.attempts[i] for i in relevant),
                     tuple(loads.cost[i] for i in relevant), tuple(loads.seconds[i] for i in relevant),
-                    tuple(tuple(keep[p] for p in loads.predecessors[i] if p in keep) for i in relevant),
-                    tuple(loads.plan_position[i] for i in relevant))
+                    tuple(tuple(keep[p] for p in loads.predecessors[i] if p in keep) for i in relevant))
         for combination in combinations:
             choice = self.default_choice()
             choice.update(combination)
