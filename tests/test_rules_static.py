@@ -191,3 +191,20 @@ def test_a_checks_rollback_that_writes_is_not_read_only():
     plan = 'plan p { check c { call http.get(url: "u") rollback pay.refund(amount: 1.0) } }'
     found = [(d.name, d.message) for d in diagnostics(plan, policy)]
     assert found == [("check-not-read-only", "check `c` has the rollback `pay.refund`, which is `irreversible` by the catalogue")]
+
+
+def test_a_step_without_cost_or_time_is_seen_at_its_tools_caps():
+    policy = """policy p {
+  tool r.get { risk read_only cost <= 9 usd time <= 2h }
+  tool r.free { risk read_only }
+  deny "pricey" when step.cost > 5.0
+  deny "slow" when step.time > duration("1h")
+}"""
+    plan = """plan p {
+  step capped { call r.get() }
+  step declared { call r.get() cost 1 usd time 1m }
+  step uncapped { call r.free() }
+}"""
+    found = sorted((d.name, d.message) for d in diagnostics(plan, policy))
+    assert found == [("policy-deny", "deny rule `pricey` fires for step `capped`"),
+                     ("policy-deny", "deny rule `slow` fires for step `capped`")]

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Container
 
 from plangate.cel import ast as cel
-from plangate.cel.evaluate import CelError, Duration, Uint, constant_value, parse_duration, parse_timestamp
+from plangate.cel.evaluate import (CelError, Duration, Uint, constant_value, free_names, parse_duration,
+                                   parse_timestamp)
 from plangate.ir.nodes import Plan, Risk, Step, ToolCall
 from plangate.policy.compiled import CatalogueEntry, CompiledPolicy
 from plangate.smt.encode import Unknown
@@ -201,9 +202,11 @@ def as_declared(declared: str, value: Any) -> Any:
 
 
 def depends_on_results(expr: cel.Expr) -> bool:
+    """Whether `expr` reads a name (a macro's own variable is no name read: `[1, 2].map(v, v * 2)` is
+    a constant)."""
     if isinstance(expr, cel.Literal):
         return False
-    return any(isinstance(node, cel.Ident) for node in cel.walk(expr))
+    return bool(free_names(expr))
 
 
 def result_path(expr: cel.Expr) -> str | None:
@@ -250,8 +253,21 @@ def step_record(facts: StepFacts) -> dict[str, Any]:
     return {name: value(facts) for name, value in STEP_FIELDS.items()}
 
 
+def _step_cost(facts: StepFacts) -> float:
+    """The high end of one attempt's cost: as declared, else the tool's cap (what the budgets charge),
+    else 0 — leaving `cost` out never lowers what a rule sees."""
+    if facts.step.cost is not None:
+        return float(facts.step.cost.high.amount)
+    cap = facts.entry.cost_cap if facts.entry is not None else None
+    return float(cap) if cap is not None else 0.0
+
+
 def _step_time(facts: StepFacts) -> Any:
-    return Duration.from_seconds(facts.step.time.seconds if facts.step.time is not None else 0)
+    """The step's time bound: as declared, else the tool's cap (what the budgets count), else `0s`."""
+    if facts.step.time is not None:
+        return Duration.from_seconds(facts.step.time.seconds)
+    cap = facts.entry.time_cap if facts.entry is not None else None
+    return Duration.from_seconds(cap or 0)
 
 
 # The fields of `step_record`, each computed from the step's facts alone.
@@ -261,7 +277,7 @@ STEP_FIELDS: dict[str, Callable[[StepFacts], Any]] = {
     "tool": lambda facts: facts.step.call.tool if facts.step.call is not None else "",
     "risk": lambda facts: int(facts.effective_risk),
     "retry": lambda facts: facts.step.retry,
-    "cost": lambda facts: float(facts.step.cost.high.amount) if facts.step.cost is not None else 0.0,
+    "cost": _step_cost,
     "time": _step_time,
     "conditional": lambda facts: facts.step.when is not None,
 }
