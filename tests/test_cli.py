@@ -428,3 +428,52 @@ def test_the_script_ends_a_reading_command_with_its_output_written(tmp_path) -> 
     piped = subprocess.run([sys.executable, "-m", "plangate", "explain", "PG101"], capture_output=True, text=True,
                            timeout=120)
     assert piped.returncode == 0 and piped.stdout.startswith("## PG101 unknown-step") and piped.stdout.endswith("\n")
+
+
+def test_a_closed_stdout_changes_nothing_about_the_exit_code(files: Path) -> None:
+    """`plangate check … >&-`: the report has nowhere to go, but the command still does its job (and
+    writes `--output`), with its exit code and no traceback."""
+    import os
+
+    def closed_stdout(*argv: str) -> subprocess.CompletedProcess:
+        return subprocess.run([*plangate_command(), *argv], cwd=files, capture_output=False, text=True,
+                              stderr=subprocess.PIPE, preexec_fn=lambda: os.close(1))
+
+    clean = closed_stdout("check", "clean.plan", "--policy", "tools.policy")
+    assert (clean.returncode, clean.stderr) == (0, "")
+    broken = closed_stdout("check", "broken.plan", "--format", "sarif", "--output", "out.sarif")
+    assert (broken.returncode, broken.stderr) == (1, "")
+    assert json.loads((files / "out.sarif").read_text(encoding="utf-8"))["version"] == "2.1.0"
+
+
+def test_a_file_name_that_is_not_utf8_is_shown_with_a_replacement_character(files: Path,
+                                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    import os
+
+    name = os.fsdecode(b"bad\xffname.plan")  # as the command line gives it: a surrogate for the byte
+    (files / name).write_text(BROKEN, encoding="utf-8")
+    for fmt in FORMATS:
+        code, out, err = run(capsys, "check", name, "--policy", "tools.policy", "--format", fmt)
+        assert code == 1 and err == "", (fmt, err)
+        out.encode("utf-8")  # no surrogate reaches the output
+        assert "bad\ufffdname.plan" in out or "bad%EF%BF%BDname.plan" in out, fmt
+    code, _, _ = run(capsys, "check", name, "--format", "json", "--output", "report.json")
+    assert code == 1 and json.loads((files / "report.json").read_text(encoding="utf-8"))["summary"]["errors"] == 1
+
+
+def test_a_policy_given_among_the_plans_and_with_policy_is_read_once(files: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    (files / "bad.policy").write_text("policy bad {\n  tool a.b { risk nope }\n}\n", encoding="utf-8")
+    code, out, _ = run(capsys, "check", "bad.policy", "clean.plan", "--policy", "bad.policy", "--format", "json")
+    report = json.loads(out)
+    assert code == 1 and report["summary"]["files"] == 2
+    assert [d["file"] for d in report["diagnostics"] if d["name"] == "unknown-risk"] == ["bad.policy"]
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="no /dev/zero here")
+def test_a_file_that_claims_no_size_is_read_only_up_to_the_bound() -> None:
+    from plangate.driver import read_source
+
+    found = read_source("/dev/zero")
+    assert not hasattr(found, "text") and found.name == "input-too-large"
+    assert "more than 33,554,432 bytes" in found.message

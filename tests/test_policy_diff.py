@@ -392,3 +392,19 @@ def test_a_class_of_tools_is_decided_by_the_combined_catalogue_as_check_decides_
     over = "policy over { tool deploy.preview.* { risk read_only } }\n"
     code, report, _ = diff(tmp_path, capsys, base, base + over)
     assert [change["kind"] for change in report["changes"] if change["kind"] in ("loosened", "tightened")] == []
+
+
+def test_a_witness_the_replay_cannot_confirm_does_not_hide_a_plain_one(tmp_path, capsys):
+    """`args.amount > 1.7976931348623157e308` holds for a real past the largest double, which no call
+    can pass: that witness is not confirmed. The other new rule still gets its confirmed witness."""
+    old = policy("tool pay.refund { risk irreversible args { amount: double, currency: string } }")
+    new = old.replace("\n}\n", '\ndeny "huge" when args.amount > 1.7976931348623157e308\n'
+                               'deny "note" when args.currency == "abc"\n}\n')
+    (tmp_path / "old.policy").write_text(old, encoding="utf-8")
+    (tmp_path / "new.policy").write_text(new, encoding="utf-8")
+    code, out, _ = run(capsys, "policy", "diff", tmp_path / "old.policy", tmp_path / "new.policy", "--format", "json")
+    assert code == 0
+    allowed = [c for c in json.loads(out)["changes"] if c["subject"] == "allowed calls"]
+    tightened = [c for c in allowed if c["kind"] == "tightened"]
+    assert len(tightened) == 1 and "denied by `note`" in tightened[0]["text"]
+    assert tightened[0]["witness"]["args"]["currency"] == "abc" and tightened[0]["witness"]["confirmed"]

@@ -136,7 +136,8 @@ def console() -> NoReturn:
         sys.exit(code)
     for stream in (sys.stdout, sys.stderr):
         try:
-            stream.flush()
+            if stream is not None:  # None: closed before the start
+                stream.flush()
         except (OSError, ValueError):
             pass  # a reader that went away: what could not be written is dropped, as in `main`
     os._exit(code)
@@ -187,7 +188,7 @@ class _PipeOutput:
 
     def __init__(self, stream) -> None:
         self.stream = stream
-        self.gone = False
+        self.gone = stream is None  # closed before the start (`plangate check … >&-`): nobody reads it
 
     def write(self, text: str) -> int:
         if not self.gone:
@@ -216,6 +217,8 @@ class _PipeOutput:
             pass
 
     def __getattr__(self, name: str):
+        if self.stream is None:
+            raise AttributeError(name)  # no stream: `isatty`, `fileno`… are absent, as on a closed one
         return getattr(self.stream, name)
 
 
@@ -368,15 +371,16 @@ def _canonical_policy_order(paths: Sequence[str]) -> list[str]:
     from plangate.source import SourceFile
 
     read = [(path, read_source(path)) for path in paths]
+    path_of = {id(source): path for path, source in read}
     sources = [source for _, source in read if isinstance(source, SourceFile)]
     unreadable = [path for path, source in read if not isinstance(source, SourceFile)]
-    return [source.name for source in policy_set(sources)] + unreadable
+    return [path_of[id(source)] for source in policy_set(sources)] + unreadable
 
 
 @_runtime_command
 def _run(args: argparse.Namespace) -> int:
     from plangate.diagnostics.render import render
-    from plangate.driver import check
+    from plangate.driver import check, display_name
 
     policies = _canonical_policy_order(args.policy)
     result = check([args.plan], policies)
@@ -387,8 +391,8 @@ def _run(args: argparse.Namespace) -> int:
         print("plangate: " + (f"could not read {', '.join(f'`{name}`' for name in unread)}" if unread
                               else "the plan or its policies have errors") + "; nothing was run", file=sys.stderr)
         return 2
-    plan_text = result.sources.get(args.plan).text
-    policy_texts = [(name, result.sources.get(name).text) for name in policies]
+    plan_text = result.sources.get(display_name(args.plan)).text
+    policy_texts = [(display_name(name), result.sources.get(display_name(name)).text) for name in policies]
     from plangate.runtime.host import new_run_id
 
     if args.run_id is not None and not args.run_id.strip():
@@ -407,10 +411,10 @@ def _run(args: argparse.Namespace) -> int:
                 print(f"plangate: run `{run_id}` was started under another policy ({recorded}); a run keeps "
                       "its policy: start a new run to use these policies", file=sys.stderr)
                 return 2
-            runtime.new_version(run_id, plan_text, args.plan)
+            runtime.new_version(run_id, plan_text, display_name(args.plan))
         else:
             runtime.require_tools(result.plans[0], {})  # before the run is recorded
-            runtime.start(plan_text, args.plan, policy_texts, run_id)
+            runtime.start(plan_text, display_name(args.plan), policy_texts, run_id)
         print(run_id)  # alone on the first line, for scripts: `RUN=$(plangate run … | head -1)`
         return _print_report(runtime.advance(run_id))
 

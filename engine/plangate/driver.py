@@ -17,7 +17,6 @@ import hashlib
 import os
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Iterable, Sequence
 
 from plangate.checks import PLAN_CHECKS, POLICY_CHECKS, Check
@@ -66,15 +65,26 @@ class CheckResult:
         return 0
 
 
+def display_name(path: str | os.PathLike[str]) -> str:
+    """A path as reports show it: bytes of the name that are not UTF-8 (held as surrogates since
+    the command line decoded them) become U+FFFD, so every output format can hold the name."""
+    return os.fspath(path).encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
 def read_source(path: str | os.PathLike[str], display: str | None = None) -> SourceFile | Diagnostic:
-    """The file as text, or an `unreadable-input` diagnostic (missing, a folder, too big, not UTF-8)."""
-    name = display or str(path)
+    """The file as text, or an `unreadable-input` diagnostic (missing, a folder, too big, not UTF-8).
+    At most the bound's worth of bytes is read, whatever size the file claims (a device or a file of
+    `/proc` claims none)."""
+    name = display or display_name(path)
+    bound = MAX_INPUT_CHARS * 4  # UTF-8 takes at most 4 bytes a character
     try:
-        size = os.path.getsize(path)
-        if size > MAX_INPUT_CHARS * 4:
+        with open(path, "rb") as handle:
+            data = handle.read(bound + 1)
+        if len(data) > bound:
+            size = os.path.getsize(path)
+            shown = f"{size:,} bytes" if size > bound else f"more than {bound:,} bytes"
             return diagnostic("input-too-large", Span(name, 0, 0),
-                              f"the file has {size:,} bytes, over the bound of {MAX_INPUT_CHARS:,} characters")
-        data = Path(path).read_bytes()
+                              f"the file has {shown}, over the bound of {MAX_INPUT_CHARS:,} characters")
     except FileNotFoundError:
         return diagnostic("unreadable-input", Span(name, 0, 0), f"no such file `{name}`")
     except IsADirectoryError:
@@ -112,18 +122,27 @@ def check(plan_paths: Sequence[str | os.PathLike[str]], policy_paths: Sequence[s
     if isinstance(policy_paths, (str, os.PathLike)):
         policy_paths = [policy_paths]
     plan_paths, policy_paths = once_each(plan_paths), once_each(policy_paths)
+    # A file given among the plans and with `--policy` (`check *.plan *.policy --policy base.policy`)
+    # is read once, as a policy: its mistakes are reported once.
+    as_policy = {os.path.realpath(path) for path in policy_paths}
     started = time.perf_counter()
     diagnostics: list[Diagnostic] = []
-    plan_sources = read_sources(plan_paths, diagnostics)
+    plan_sources = read_sources([path for path in plan_paths if os.path.realpath(path) not in as_policy], diagnostics)
     policy_sources = read_sources(policy_paths, diagnostics)
-    options = {**(options or {}), "policy_names": [str(path) for path in policy_paths]}  # read or not
+    options = {**(options or {}), "policy_names": [display_name(path) for path in policy_paths]}  # read or not
     result = check_sources(plan_sources, policy_sources, options)
+    readable = {display_name(path): path for path in [*plan_paths, *policy_paths]}
     for item in diagnostics:  # show where undecodable bytes stand: the text before them is readable
         if item.name == "unreadable-input" and item.span.start > 0 and item.file not in result.sources:
-            result.sources.add(SourceFile(item.file, Path(item.file).read_bytes().decode("utf-8", "replace")))
+            try:
+                with open(readable.get(item.file, item.file), "rb") as handle:
+                    text = handle.read(MAX_INPUT_CHARS * 4).decode("utf-8", "replace")
+            except OSError:
+                continue  # gone since: the diagnostic still says where
+            result.sources.add(SourceFile(item.file, text))
     result.diagnostics = sorted(diagnostics + result.diagnostics, key=Diagnostic.sort_key)
-    result.files = [str(p) for p in plan_paths] + [str(p) for p in policy_paths]
-    result.plan_files = [str(p) for p in plan_paths]  # those given, read or not
+    result.files = [display_name(p) for p in once_each([*plan_paths, *policy_paths])]
+    result.plan_files = [display_name(p) for p in plan_paths]  # those given, read or not
     result.timings["read"] = result.timings.get("read", 0.0)
     result.timings["total"] = time.perf_counter() - started
     return result

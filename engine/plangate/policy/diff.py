@@ -694,6 +694,9 @@ def _compare(policies: dict[str, CompiledPolicy], time_bound: float) -> dict[Que
             if question.kind == "allow" and confirmed:
                 results[question] += _other_reasons(model, question, formulas[question], decisions, policies,
                                                     entries, time_bound)
+            elif question.kind == "allow":
+                results[question] += _reasons_apart(model, question, formulas[question], policies, entries,
+                                                    time_bound)
     return results
 
 
@@ -732,6 +735,32 @@ def _other_reasons(model: "_Model", question: Question, formula: str, decisions:
             return found
         found.append(Finding(model.tool_class, "witness", witness, entries, decisions, True,
                              read=_conditions_read(policies, question)))
+    return found
+
+
+def _reasons_apart(model: "_Model", question: Question, formula: str, policies: dict[str, CompiledPolicy],
+                   entries: dict[str, CatalogueEntry | None], time_bound: float) -> list[Finding]:
+    """Witnesses of an allow difference whose first witness the replay did not confirm (a condition
+    at the edge of what the solver models, such as a bound past the largest double): the solver is
+    asked once per reason the stricter side has — each deny rule, and arguments that do not fit its
+    schema — in one batch, and each witness the replay confirms is kept (up to `MAX_REASONS` - 1),
+    so a plain difference is not hidden behind one that could not be confirmed."""
+    from plangate.smt import solve
+    from plangate.smt.encode import conj, neg
+
+    side = model.sides["old" if question.direction == "loosened" else "new"]
+    reasons = [side.deny_rules[name] for name in sorted(side.deny_rules)]
+    if side.conform != "true":
+        reasons.append(neg(side.conform))
+    found: list[Finding] = []
+    for answer in solve.check([model.query(conj(formula, reason)) for reason in reasons], time_bound):
+        if answer.status != "sat" or len(found) == MAX_REASONS - 1:
+            continue
+        witness = model.witness(answer.model)
+        decisions = {name: decide_witness(policies[name], entries[name], witness) for name in SIDES}
+        if _confirms(question, decisions) and model.undecided(formula) is None:
+            found.append(Finding(model.tool_class, "witness", witness, entries, decisions, True,
+                                 read=_conditions_read(policies, question)))
     return found
 
 

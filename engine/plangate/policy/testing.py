@@ -60,12 +60,12 @@ _UNREAD = ("syntax-error", "unreadable-input", "input-too-large")
 
 
 def run_policy_tests(paths: Sequence[str]) -> PolicyTestResult:
-    from plangate.driver import check, once_each
+    from plangate.driver import check, display_name, once_each
 
     from plangate.source import SourceMap
 
     paths = once_each(paths)  # `test a.policy ./a.policy` runs its tests once
-    result = PolicyTestResult([], SourceMap(), [str(path) for path in paths])
+    result = PolicyTestResult([], SourceMap(), [display_name(path) for path in paths])
     policies = []
     for path in paths:  # each policy is checked and tested on its own: this command does not combine
         checked = check([], [path])
