@@ -116,3 +116,25 @@ def test_an_empty_role_rule_or_test_name_names_nothing():
     assert sorted(d.message for d in found if d.name == "invalid-value") == [
         "a deny rule's name cannot be empty", "a role cannot be empty", "a test's name cannot be empty",
         "a warn rule's name cannot be empty"]
+
+
+def test_a_constant_argument_that_fails_as_a_whole_always_fails():
+    found = diagnostics('plan p {\n  step a { call t.x(v: [1, 0].map(x, 10 / x)) }\n}\n')
+    assert [(d.name, d.message) for d in found if d.name != "no-policy"] == [
+        ("cel-type-error", "`[1, 0].map(x, 10 / x)` always fails: division by zero")]
+
+
+def test_a_constant_argument_that_builds_too_much_is_refused_quickly():
+    ten = "[0,1,2,3,4,5,6,7,8,9]"
+    entries = ", ".join(f'"{i}": 0' for i in range(2000))
+    plan = f"plan p {{\n  step a {{ call t.x(v: {ten}.map(a, {ten}.map(b, {ten}.map(c, {ten}.map(d, {{{entries}}}))))) }}\n}}\n"
+    [found] = [d for d in diagnostics(plan) if d.name != "no-policy"]
+    assert found.name == "cel-type-error" and "too much work" in found.message
+
+
+def test_map_keys_that_reach_the_tool_through_a_macro_or_a_branch_must_be_strings():
+    found = diagnostics('plan p {\n  step g { call t.g() }\n'
+                        '  step a { call t.x(v: [1].map(x, {1: x}), w: g.result.f ? {4: 1} : {2: 2}, '
+                        'u: {3: "lookup"}[3]) }\n}\n')
+    keys = sorted(d.message.split("the key ")[1] for d in found if d.name == "arg-type")
+    assert [key.split("`")[1] for key in keys] == ["1", "2", "4"]  # a lookup table is no argument

@@ -425,3 +425,23 @@ def test_severity_override_changes_every_format(sources, diagnostics):
     assert render_github([demoted], sources).startswith("::warning ")
     assert json.loads(render_json([demoted], sources, files=FILES))["summary"]["warnings"] == 1
     assert ET.fromstring(render_junit([demoted], sources, files=FILES)).get("failures") == "0"
+
+
+def test_a_long_line_is_shown_as_a_window_around_its_marks():
+    from plangate.diagnostics import Label, diagnostic
+    from plangate.diagnostics.render import format_diagnostic
+    from plangate.source import SourceFile, SourceMap, Span
+
+    text = "plan p { " + " ".join(f"step s{i} {{ call t.x() }}" for i in range(2000)) + " }\n"
+    sources = SourceMap()
+    sources.add(SourceFile("p.plan", text))
+    start = text.index("step s1500")
+    item = diagnostic("duplicate-step", Span("p.plan", start + 5, start + 10), "twice",
+                      labels=[Label(Span("p.plan", start + 30, start + 34), "here")])
+    lines = format_diagnostic(item, sources).split("\n")
+    assert all(len(line) < 400 for line in lines)
+    shown = lines[2].split("| ", 1)[1]
+    assert shown.startswith("…") and shown.endswith("…") and "step s1500 { call t.x() }" in shown
+    column = lines[3].index("^")
+    assert lines[2][column:column + 5] == "s1500"  # the underline stands under the mark
+    assert lines[4][lines[4].index("-"):].startswith("---- here")

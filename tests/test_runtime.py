@@ -614,6 +614,26 @@ def test_a_step_held_back_by_one_version_and_dropped_by_the_next_is_kept_and_rol
     assert [call[1] for call in toolbox.calls if call[0] == "t.write"] == ["w-7", "undo-w-7"]
 
 
+def test_a_step_that_comes_back_after_what_it_reads_ran_again_is_computed_anew(box):
+    toolbox, runtime = box
+    body = """
+  step g { call t.read(key: "%s") }
+  step w { call t.write(name: "w-" + string(g.result.value)) risk reversible_write idempotency "w" }
+  step n { call t.send(to: "ops") idempotency "n" approval by role "operator" }
+"""
+    without_w = body.replace(body[body.index("  step w"):body.index("  step n")], "")
+    toolbox.values["g1"], toolbox.values["g2"] = 7, 8
+    run = start_plan(runtime, body % "g1")
+    runtime.advance(run)
+    runtime.new_version(run, plan_text(body % "g2", version=2), "t.plan")  # `w` held back
+    runtime.new_version(run, plan_text(without_w % "g2", version=3), "t.plan")  # dropped
+    runtime.advance(run)  # `g` runs again: 8
+    runtime.new_version(run, plan_text(body % "g2", version=4), "t.plan")  # `w` is back, as written in v1
+    report = runtime.advance(run)
+    assert report.steps["w"]["state"] == "succeeded"
+    assert [call[1] for call in toolbox.calls if call[0] == "t.write"] == ["w-7", "w-8"]
+
+
 def test_an_unknown_outcome_changed_by_one_version_and_dropped_by_the_next_can_be_rolled_back(box):
     toolbox, runtime = box
     step_w = '  step w { call t.write(name: "%s") risk reversible_write idempotency "w" rollback t.write(name: "undo-" + result.name) }\n'

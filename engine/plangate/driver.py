@@ -66,9 +66,10 @@ class CheckResult:
 
 
 def display_name(path: str | os.PathLike[str]) -> str:
-    """A path as reports show it: bytes of the name that are not UTF-8 (held as surrogates since
-    the command line decoded them) become U+FFFD, so every output format can hold the name."""
-    return os.fspath(path).encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    """A path as reports show it: each byte of the name that is not UTF-8 (held as a surrogate since
+    the command line decoded it) is written `\\xNN`, so every output format can hold the name and
+    two names that differ only there stay two names (a run records the texts it checked by name)."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
 def read_source(path: str | os.PathLike[str], display: str | None = None) -> SourceFile | Diagnostic:

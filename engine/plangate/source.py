@@ -69,11 +69,18 @@ class SourceFile:
         return min(self._line_starts[line - 1] + column - 1, len(self.text))
 
     def line_text(self, line: int) -> str:
+        start, end = self.line_bounds(line)
+        return self.text[start:end]
+
+    def line_bounds(self, line: int) -> tuple[int, int]:
+        """The offsets where a 1-based line starts and where its text ends (before its line break)."""
         if line < 1 or line > len(self._line_starts):
-            return ""
+            return 0, 0
         start = self._line_starts[line - 1]
         end = self._line_starts[line] if line < len(self._line_starts) else len(self.text)
-        return self.text[start:end].rstrip("\r\n")
+        while end > start and self.text[end - 1] in "\r\n":
+            end -= 1
+        return start, end
 
     @property
     def line_count(self) -> int:

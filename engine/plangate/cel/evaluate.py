@@ -36,8 +36,9 @@ Invariants
 - No `eval`, no attribute access: a selection `a.b` only reads the key "b" of a mapping, so
   `x.__class__` is a "no such key" error, never a Python attribute.
 - No evaluation builds a string, bytes or list longer than `MAX_SIZE`, and no evaluation does more
-  than `MAX_WORK` units of work: each element a comprehension visits costs `ITERATION_COST`, each
-  element of a string, bytes or list built costs one. Sizes alone would not do: nested
+  than `MAX_WORK` units of work: each element a comprehension visits, and each item of a list or
+  map literal built, costs `ITERATION_COST` (both run closures); each element of a string, bytes
+  or list built by an operator costs one. Sizes alone would not do: nested
   comprehensions over small lists multiply (`L.map(a, L.map(b, …))` over ten elements, nine deep,
   is 10⁹ elements, none of its lists long). The budget is per call of `evaluate` (and per thread).
 """
@@ -886,7 +887,13 @@ def _compile(expr: Expr) -> _Closure:
         return _compile_conditional(expr)
     if isinstance(expr, ListExpr):
         items = tuple(_compile(item) for item in expr.items)
-        return lambda activation: [item(activation) for item in items]
+        cost = len(items) * ITERATION_COST  # each item runs its closure, as a visited element does
+
+        def build_list(activation: Activation) -> list:
+            _spend(cost)
+            return [item(activation) for item in items]
+
+        return build_list
     if isinstance(expr, MapExpr):
         return _compile_map(expr)
     raise TypeError(f"not a CEL node: {expr!r}")
@@ -1274,8 +1281,10 @@ def _compile_conditional(expr: Conditional) -> _Closure:
 
 def _compile_map(expr: MapExpr) -> _Closure:
     entries = tuple((_compile(key), _compile(value)) for key, value in expr.entries)
+    cost = len(entries) * ITERATION_COST  # each entry runs two closures, as a visited element does
 
     def build(activation: Activation) -> dict:
+        _spend(cost)
         result: dict = {}
         for key_of, value_of in entries:
             key = _plain(key_of(activation))

@@ -512,7 +512,7 @@ class _Checker:
 
     def map_literal(self, expr: MapExpr) -> CelType:
         key_type: CelType | None = None
-        seen: list[object] = []
+        seen: set[object] = set()
         for key, _ in expr.entries:
             if isinstance(key, Literal) and key.kind in ("string", "int", "uint", "bool"):
                 # CEL's key equality: 1 and 1u are one key; true is never 1
@@ -520,7 +520,7 @@ class _Checker:
                 if value in seen:
                     self.error(key.span, f"duplicate map key `{to_source(key)}`",
                                help="a map literal gives each key once")
-                seen.append(value)
+                seen.add(value)
             this_key = self.check(key)
             if this_key not in _MAP_KEYS:
                 self.error(key.span, f"a map key cannot be {_a(this_key)}", help="use a string, int, uint or bool")

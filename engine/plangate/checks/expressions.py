@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from plangate.cel import ast as cel
-from plangate.cel.evaluate import CelError, compile_expr
+from plangate.cel.evaluate import CelError, compile_expr, constant_value, free_names, is_macro
 from plangate.cel.types import BOOL, DYN, RecordType, check_types
 from plangate.checks.context import PlanContext
 from plangate.diagnostics import Diagnostic, diagnostic
@@ -52,7 +52,10 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
             yield from problems
             if problems:
                 continue
-            yield from constant_errors(expr)
+            failures = constant_errors(expr)
+            if not failures and type(expr) is not cel.Literal and not free_names(expr):
+                failures = _whole_constant_error(expr)  # e.g. a macro over constants that fails as a whole
+            yield from failures
             if clause in _ARGUMENTS:
                 yield from _non_string_keys(step, clause, expr)
             if clause in _NEEDS_BOOL and result_type not in (BOOL, DYN):
@@ -68,9 +71,15 @@ def _non_string_keys(step: Step, clause: str, expr: cel.Expr) -> Iterator[Diagno
     `{1: "a"}` would arrive as `{"1": "a"}` — what the rules saw and what the tool gets would differ,
     and `{"1": …, 1: …}` would lose an entry. The runtime refuses such a value too."""
     pending = [expr]
-    while pending:
+    while pending:  # the parts whose value flows into the argument's value
         node = pending.pop()
-        if isinstance(node, cel.ListExpr):
+        if isinstance(node, cel.Conditional):
+            pending += (node.then, node.otherwise)
+        elif isinstance(node, cel.Binary) and node.op == "+":
+            pending += (node.left, node.right)
+        elif isinstance(node, cel.Call) and is_macro(node) and node.function in ("map", "filter"):
+            pending.append(node.args[-1] if node.function == "map" else node.target)
+        elif isinstance(node, cel.ListExpr):
             pending.extend(node.items)
         elif isinstance(node, cel.MapExpr):
             for key, value in node.entries:
@@ -97,6 +106,16 @@ def constant_errors(expr: cel.Expr) -> list[Diagnostic]:
                                     f"`{_short(cel.to_source(culprit))}` always fails: {message.message}",
                                     help="this part reads no value of the run, so it fails on every run"))
     return found
+
+
+def _whole_constant_error(expr: cel.Expr) -> list[Diagnostic]:
+    """A `cel-type-error` when `expr`, which reads no name, fails as a whole (its parts may each be
+    fine: a macro's body, or the evaluator's bounds on the work it does)."""
+    value = constant_value(expr)
+    if not isinstance(value, CelError):
+        return []
+    return [diagnostic("cel-type-error", expr.span, f"`{_short(cel.to_source(expr))}` always fails: {value.message}",
+                       help="this expression reads no value of the run, so it fails on every run")]
 
 
 def _constant_parts(expr: cel.Expr) -> Iterator[cel.Expr]:

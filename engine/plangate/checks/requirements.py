@@ -43,10 +43,9 @@ def applicable(ctx: PlanContext) -> dict[str, list[tuple[CompiledRequirement, st
     decisions = step_decisions(ctx)
     result: dict[str, list[tuple[CompiledRequirement, str]]] = {step_id: [] for step_id in decisions.steps_with_calls}
     for requirement in policy.requirements:
-        if requirement.when is None:  # for every call that can be made
-            for step_id, found in result.items():
-                if not (decisions.facts[step_id].never_runs or decisions.facts[step_id].failing):
-                    found.append((requirement, "must"))
+        if requirement.when is None:  # every step, even one that looks unreachable: a new version of a
+            for found in result.values():  # run may keep the result of a step it made unreachable
+                found.append((requirement, "must"))
             continue
         for step_id, verdict in decisions.verdicts(requirement.when):
             if verdict.outcome != "never":

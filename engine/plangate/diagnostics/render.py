@@ -176,47 +176,65 @@ class _Mark:
 @dataclass(frozen=True)
 class _Underline:
     line: int
-    cell: int
-    width: int
+    start: int  # character indexes in the line: where the underline starts and ends
+    end: int
     text: str
     primary: bool
+
+
+MAX_SHOWN_CHARS = 240  # of a longer line, only a window around its marks is shown
+_CONTEXT_CHARS = 60  # shown before and after the marks in such a window
 
 
 def _underline(mark: _Mark, source: SourceFile) -> _Underline:
     first = source.position(mark.span.start)
     last = source.position(max(mark.span.start, mark.span.end - 1))
-    line = source.line_text(first.line).removesuffix("\r")
-    _, cells = _layout(line)
-    start_index = min(first.column - 1, len(line))
+    line_start, line_end = source.line_bounds(first.line)
+    length = line_end - line_start
+    start_index = min(first.column - 1, length)
     if last.line > first.line:
-        end_index = len(line)
+        end_index = length
         note = f"(to line {last.line})"
         text = f"{mark.message} {note}" if mark.message else note
     else:
-        end_index = min(last.column if mark.span.end > mark.span.start else start_index, len(line))
+        end_index = min(last.column if mark.span.end > mark.span.start else start_index, length)
         text = mark.message
-    width = max(1, cells[end_index] - cells[start_index])
-    return _Underline(first.line, cells[start_index], width, text, mark.primary)
+    return _Underline(first.line, start_index, end_index, text, mark.primary)
+
+
+def _window(underlines: list[_Underline], length: int) -> tuple[int, int]:
+    """The characters of a line to show: all of it, or of a long line (a plan written on one line)
+    a window around its marks, at most `MAX_SHOWN_CHARS` long."""
+    if length <= MAX_SHOWN_CHARS:
+        return 0, length
+    low = max(0, min(item.start for item in underlines) - _CONTEXT_CHARS)
+    high = min(length, max(item.end for item in underlines) + _CONTEXT_CHARS, low + MAX_SHOWN_CHARS)
+    return low, high
 
 
 def _excerpt(marks: list[_Mark], source: SourceFile, style: str, paint: _Painter) -> list[tuple[str, str]]:
-    """(gutter, body) rows: each marked line, then its underlines; `...` where lines are skipped."""
-    underlines = sorted(
-        (_underline(mark, source) for mark in marks),
-        key=lambda item: (item.line, not item.primary, item.cell),
-    )
+    """(gutter, body) rows: each marked line, then its underlines; `...` where lines are skipped.
+    A long line is cut to a window around its marks, with `…` where text is left out."""
+    underlines = sorted((_underline(mark, source) for mark in marks),
+                        key=lambda item: (item.line, not item.primary, item.start))
     rows: list[tuple[str, str]] = []
     previous_line = None
-    for item in underlines:
-        if item.line != previous_line:
-            if previous_line is not None and item.line > previous_line + 1:
-                rows.append(("...", ""))
-            shown, _ = _layout(source.line_text(item.line).removesuffix("\r"))
-            rows.append((str(item.line), shown))
-            previous_line = item.line
-        marker = ("^" if item.primary else "-") * item.width
-        body = marker + (f" {_visible(item.text)}" if item.text else "")
-        rows.append(("", " " * item.cell + paint(body, style if item.primary else _LABEL_STYLE)))
+    for line in sorted({item.line for item in underlines}):
+        on_line = [item for item in underlines if item.line == line]
+        if previous_line is not None and line > previous_line + 1:
+            rows.append(("...", ""))
+        previous_line = line
+        line_start, line_end = source.line_bounds(line)
+        low, high = _window(on_line, line_end - line_start)
+        shown, cells = _layout(source.text[line_start + low:line_start + high])
+        shift = 1 if low > 0 else 0
+        rows.append((str(line), ("…" if low > 0 else "") + shown + ("…" if high < line_end - line_start else "")))
+        for item in on_line:
+            start = min(max(item.start - low, 0), high - low)
+            end = min(max(item.end - low, start), high - low)
+            marker = ("^" if item.primary else "-") * max(1, cells[end] - cells[start])
+            body = marker + (f" {_visible(item.text)}" if item.text else "")
+            rows.append(("", " " * (cells[start] + shift) + paint(body, style if item.primary else _LABEL_STYLE)))
     return rows
 
 

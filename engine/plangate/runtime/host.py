@@ -1252,6 +1252,9 @@ def _revise(view: RunView, step_id: str, old: Step | None, new: Step | None) -> 
         return
     if view.dropped.pop(step_id, None) is not None:  # back in the plan with the same call: an ordinary step again
         view.reasons[step_id] = "it succeeded under an earlier plan version"
+        if step_id in view.states and any(how == "reference" for how in _index(view.plan).predecessors[step_id].values()):
+            # what it reads may have run again while it was out: held back until its call is computed anew
+            view.recheck[step_id] = (view.states.pop(step_id), view.reasons.pop(step_id))
     if state in ("blocked", "cancelled", "skipped") or (
             state == "failed" and new is not None and view.attempts.get(step_id, 0) <= new.retry):
         view.states.pop(step_id, None)
