@@ -602,3 +602,15 @@ def test_currency_mismatch_messages_read_as_sentences():
         "the plan's budget (`40 usd`) cannot be compared with `100 eur`",
         "tool `a.b` is capped at `5 usd`, but `limit cost` of policy `p` is in `eur`",
     ]
+
+
+def test_amounts_are_counted_with_all_their_digits():
+    plan = """plan p {
+      budget { cost <= 0.1 usd }
+      step a { call t.a() cost 0.1000000000000000000000000000000004 usd }
+    }"""
+    [found] = diagnostics(plan)
+    assert "`0.1000000000000000000000000000000004 usd`" in found.message
+    big = plan.replace("0.1 usd", "10000000000000000000000000000000 usd").replace(
+        "0.1000000000000000000000000000000004", "10000000000000000000000000000004")
+    assert names(diagnostics(big)) == ["budget-exceeded:error"]

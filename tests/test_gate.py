@@ -219,3 +219,20 @@ def test_misused_arguments_are_clear_errors_not_decisions(gate):
         gate.decide("logs.search", {}, retry=-1)
     with pytest.raises(TypeError, match="must be a str"):
         Gate.from_sources([("a.policy", b"policy a { }")])
+
+
+def test_decimals_and_ints_past_64_bits_are_refused_not_let_through():
+    from decimal import Decimal
+
+    from plangate.gate import Gate
+
+    gate = Gate.from_sources([("q.policy", 'policy q {\n  tool t.free { risk read_only }\n'
+                                           '  tool t.days { risk read_only args { days: int } }\n'
+                                           '  deny "fr" when call.tool == "t.free" && args.x == 1.5\n}\n')])
+    assert not gate.decide("t.free", {"x": 1.5}).allowed
+    refused = gate.decide("t.free", {"x": Decimal("1.5")})
+    assert not refused.allowed and "Decimal" in refused.reasons[0]
+    assert not gate.decide("t.free", {"x": [10 ** 30]}).allowed
+    over = gate.decide("t.days", {"days": 2 ** 63})
+    assert not over.allowed and "out of the range of `int`" in over.reasons[0]
+    assert gate.decide("t.days", {"days": 2 ** 63 - 1}).allowed

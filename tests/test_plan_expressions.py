@@ -138,3 +138,20 @@ def test_map_keys_that_reach_the_tool_through_a_macro_or_a_branch_must_be_string
                         'u: {3: "lookup"}[3]) }\n}\n')
     keys = sorted(d.message.split("the key ")[1] for d in found if d.name == "arg-type")
     assert [key.split("`")[1] for key in keys] == ["1", "2", "4"]  # a lookup table is no argument
+
+
+def test_numbers_past_what_can_be_counted_are_invalid_values_not_crashes():
+    nines = "9" * 5000
+    plan = (f"plan p {{\n  budget {{ cost <= 1e-999999999 usd }}\n"
+            f"  step a {{ call t.x(n: {nines}, h: 0x{'F' * 5000}) retry {nines} time {nines}s }}\n}}\n")
+    found = sorted(d.message[:40] for d in diagnostics(plan) if d.name == "invalid-value")
+    assert len(found) == 5, found
+    policy = f"policy q {{\n  tool t.* {{ risk read_only cost <= 1e99999999 usd }}\n  limit retries <= {nines}\n}}\n"
+    found = [d.name for d in diagnostics("plan p {\n  step a { call t.x() }\n}\n", policy)]
+    assert found.count("invalid-value") == 2 and "internal-error" not in found
+
+
+def test_a_constant_argument_holding_a_nan_or_an_infinity_cannot_reach_a_tool():
+    found = diagnostics('plan p {\n  step a { call t.x(v: double("NaN"), w: [1.0, -double("inf")], u: 1.5) }\n}\n')
+    assert [(d.name, d.message.split("`")[1]) for d in found] == [
+        ("arg-type", 'double("NaN")'), ("arg-type", '[1.0, -double("inf")]')]

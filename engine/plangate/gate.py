@@ -169,6 +169,8 @@ class Gate:
             canonical_json(dict(args or {}))
         except (TypeError, ValueError, RecursionError) as error:  # NaN, a set…: a tool could never be given it
             decision.reasons.append(f"the arguments have no JSON form: {error}")
+        else:
+            decision.reasons.extend(_no_cel_value(dict(args or {})))
         decision.reasons.extend(argument_problems(tool, entry, arguments))
         if kind == "check" and level > Risk.read_only:
             decision.reasons.append(f"a check only observes, and `{tool}` is `{level.name}`")
@@ -240,3 +242,27 @@ def _risk(risk: str | Risk | None) -> Risk | None:
     if risk not in RISK_NAMES:
         raise ValueError(f"`{risk}` is not a risk class; the classes are {', '.join(RISK_NAMES)}")
     return Risk[risk]
+
+
+def _no_cel_value(args: dict[str, Any]) -> list[str]:
+    """Why arguments that have a JSON form are still no values the rules could see as the runtime's
+    would be: a `Decimal` (JSON has numbers, the rules doubles: pass a float, or the amount as a
+    string) or an int past 64 bits (no CEL int or uint holds it; `plangate check` refuses such a
+    constant too). Empty when there is nothing of the kind."""
+    from decimal import Decimal
+
+    from plangate.cel.evaluate import INT_MIN, UINT_MAX
+
+    found: list[str] = []
+    pending: list[Any] = list(args.values())
+    while pending and len(found) < 3:
+        value = pending.pop()
+        if isinstance(value, Decimal):
+            found.append(f"the argument value `{value}` is a Decimal: pass a float, or the amount as a string")
+        elif isinstance(value, int) and not isinstance(value, bool) and not INT_MIN <= value <= UINT_MAX:
+            found.append("an argument holds an int past 64 bits, which no CEL value holds")
+        elif isinstance(value, dict):
+            pending.extend(value.values())
+        elif isinstance(value, (list, tuple)):
+            pending.extend(value)
+    return found

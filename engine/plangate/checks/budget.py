@@ -44,7 +44,7 @@ batch of solver work.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from decimal import Decimal
+from decimal import Context, Decimal
 from fractions import Fraction
 from typing import Any, Callable, Iterator, Sequence
 
@@ -231,7 +231,7 @@ def _loads(ctx: PlanContext) -> tuple[Loads, tuple[str, ...], str | None, int, l
     scaled: dict[Decimal, int] = {}  # amounts repeat: each distinct one scaled once
     for amount in amounts:
         if amount not in scaled:
-            scaled[amount] = int(amount * scale)
+            scaled[amount] = _scaled(amount, scale)
     loads = Loads(tuple(order), tuple(attempts), tuple(scaled[amount] for amount in amounts), tuple(seconds),
                   predecessors)
     return loads, tuple(excluded), currency, scale, diagnostics
@@ -247,6 +247,20 @@ def _bound_amounts(ctx: PlanContext) -> list[Decimal]:
     return amounts
 
 
+def _scaled(amount: Decimal, scale: int) -> int:
+    """`amount` × `scale` as an exact int: `scale` clears every decimal place, and the product is
+    taken with all its digits (the default context would round past 28 of them)."""
+    sign, digits, exponent = amount.as_tuple()
+    whole = int("".join(map(str, digits)) or "0") * scale
+    whole = whole * 10 ** exponent if exponent >= 0 else whole // 10 ** -exponent  # type: ignore[operator]
+    return -whole if sign else whole
+
+
+def _unscaled(value: int, scale: int) -> Decimal:
+    """The amount an int of `_scaled` stands for, exactly (`scale` is a power of ten)."""
+    return Decimal(value).scaleb(-(len(str(scale)) - 1), Context(prec=400))  # sums of 40-digit amounts: exact
+
+
 def _scale(amounts: Sequence[Decimal]) -> int:
     places = max((-amount.as_tuple().exponent for amount in amounts  # type: ignore[operator]
                   if amount.is_finite()), default=0)
@@ -259,7 +273,7 @@ def _bounds(ctx: PlanContext, currency: str | None, scale: int, *, diagnostics: 
     if budget is not None:
         if budget.cost is not None and shared_currency(budget.cost.currency, currency)[0]:
             shown = money_text(budget.cost.amount, budget.cost.currency or currency)  # `5` of a plan in usd: `5 usd`
-            bounds.append(Bound("cost", int(budget.cost.amount * scale), f"the plan's budget of `{shown}`",
+            bounds.append(Bound("cost", _scaled(budget.cost.amount, scale), f"the plan's budget of `{shown}`",
                                 budget.cost.span))
         if budget.time is not None:
             bounds.append(Bound("time", budget.time.seconds, f"the plan's budget of `{budget.time}`", budget.time.span))
@@ -284,7 +298,7 @@ def _bounds(ctx: PlanContext, currency: str | None, scale: int, *, diagnostics: 
                         f"the plan counts in `{currency}`, but {owner} is in `{limit.currency}`",
                         labels=labels, help="state the plan's costs in the currency of the limit"))
             else:
-                bounds.append(Bound("cost", int(limit.amount * scale), owner, ctx.plan.id_span, labels))
+                bounds.append(Bound("cost", _scaled(limit.amount, scale), owner, ctx.plan.id_span, labels))
         elif name == "time" and limit.seconds is not None:
             bounds.append(Bound("time", limit.seconds, owner, ctx.plan.id_span, labels))
         elif name == "calls" and limit.count is not None:
@@ -348,7 +362,7 @@ def _figure_name(figure: str) -> str:
 
 def _amount(report: Report, figure: str, value: int | Fraction, quoted: bool = False) -> str:
     if figure == "cost":
-        text = money_text(Decimal(int(value)) / report.scale, report.currency)
+        text = money_text(_unscaled(int(value), report.scale), report.currency)
     elif figure == "calls":
         return f"{value} tool call{'s' if value != 1 else ''}"
     else:
@@ -412,7 +426,7 @@ def _attempts(loads: Loads, index: int) -> str:
 
 def _cost_charge(report: Report, index: int) -> str:
     loads = report.loads
-    unit = money_text(Decimal(loads.cost[index]) / report.scale, report.currency)
+    unit = money_text(_unscaled(loads.cost[index], report.scale), report.currency)
     attempts = loads.attempts[index]
     if attempts == 1:
         return f"`{loads.steps[index]}` ({unit})"

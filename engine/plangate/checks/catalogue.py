@@ -15,7 +15,8 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from plangate.cel import ast as cel
-from plangate.cel.evaluate import CelError, Duration, Timestamp, Uint, parse_duration, parse_timestamp, value_source
+from plangate.cel.evaluate import (INT_MAX, INT_MIN, CelError, Duration, Timestamp, Uint, parse_duration, parse_timestamp,
+                                  value_source)
 from plangate.cel.types import DYN, INT, ListType, MapType, Primitive, check_types
 from plangate.checks.context import PlanContext
 from plangate.diagnostics import Diagnostic, Label, Severity, diagnostic
@@ -155,6 +156,8 @@ def type_problem(declared: str, value: Any, expr: Any) -> tuple[str, str | None]
         if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
             return f"it is {_describe(value)}", f"write `{value}u`"
         return f"it is {_describe(value)}", None
+    if declared == "int" and type(value) is int and not INT_MIN <= value <= INT_MAX:
+        return f"`{value}` is out of the range of `int`", None
     if declared == "int" and isinstance(value, Uint):
         return f"it is {_describe(value)}", f"write `{int(value)}`" if value <= 2 ** 63 - 1 else None
     if isinstance(value, bool) and declared != "bool":

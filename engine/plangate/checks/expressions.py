@@ -17,6 +17,7 @@ absorb its error) that fails to evaluate (`1 / 0`, `int("x")`) fails on every ru
 
 from __future__ import annotations
 
+import math
 from typing import Iterator
 
 from plangate.cel import ast as cel
@@ -54,7 +55,7 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
                 continue
             failures = constant_errors(expr)
             if not failures and type(expr) is not cel.Literal and not free_names(expr):
-                failures = _whole_constant_error(expr)  # e.g. a macro over constants that fails as a whole
+                failures = _whole_constant_error(expr, clause in _ARGUMENTS)  # a macro that fails as a whole…
             yield from failures
             if clause in _ARGUMENTS:
                 yield from _non_string_keys(step, clause, expr)
@@ -108,14 +109,31 @@ def constant_errors(expr: cel.Expr) -> list[Diagnostic]:
     return found
 
 
-def _whole_constant_error(expr: cel.Expr) -> list[Diagnostic]:
+def _whole_constant_error(expr: cel.Expr, argument: bool) -> list[Diagnostic]:
     """A `cel-type-error` when `expr`, which reads no name, fails as a whole (its parts may each be
-    fine: a macro's body, or the evaluator's bounds on the work it does)."""
+    fine: a macro's body, or the evaluator's bounds on the work it does); for an `argument`, an
+    `arg-type` when its value holds a NaN or an infinity, which JSON, and so a tool, cannot be given."""
     value = constant_value(expr)
-    if not isinstance(value, CelError):
-        return []
-    return [diagnostic("cel-type-error", expr.span, f"`{_short(cel.to_source(expr))}` always fails: {value.message}",
-                       help="this expression reads no value of the run, so it fails on every run")]
+    if isinstance(value, CelError):
+        return [diagnostic("cel-type-error", expr.span, f"`{_short(cel.to_source(expr))}` always fails: {value.message}",
+                           help="this expression reads no value of the run, so it fails on every run")]
+    if argument and _non_finite(value):
+        return [diagnostic("arg-type", expr.span, f"`{_short(cel.to_source(expr))}` is or holds a NaN or an infinity, and "
+                           "a tool is given JSON, which has neither", help="pass a finite number")]
+    return []
+
+
+def _non_finite(value: object) -> bool:
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return True
+        if isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            pending.extend(item)
+    return False
 
 
 def _constant_parts(expr: cel.Expr) -> Iterator[cel.Expr]:

@@ -28,6 +28,8 @@ from plangate.ir import nodes as ir
 from plangate.source import Span
 
 MAX_EXPRESSION_DEPTH = 256
+MAX_NUMBER_DIGITS = 40  # of a whole number, and the digits and decimal places of an amount
+MAX_DURATION_DIGITS = 15  # some 30 million years in seconds
 
 DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}  # seconds per unit (the parser's hints use it too)
 _HEX = frozenset("0123456789abcdefABCDEF")
@@ -148,6 +150,9 @@ class Lowering(Transformer):
         if not text.isdigit():
             self._report("invalid-value", self._tok(token), f"{what} must be a whole number, not `{text}`")
             return None
+        if len(text.lstrip("0")) > MAX_NUMBER_DIGITS:
+            self._report("invalid-value", self._tok(token), f"{what} has more than {MAX_NUMBER_DIGITS} digits")
+            return None
         value = int(text)
         if value < minimum:
             self._report("invalid-value", self._tok(token), f"{what} must be at least {minimum}")
@@ -157,7 +162,12 @@ class Lowering(Transformer):
     def _duration(self, token: Token) -> ir.Duration:
         text = token.value
         unit = text.lstrip("0123456789")
-        number = int(text[: len(text) - len(unit)])
+        digits = text[: len(text) - len(unit)]
+        if len(digits.lstrip("0")) > MAX_DURATION_DIGITS:
+            self._report("invalid-value", self._tok(token), f"the duration `{_short(text)}` is too long to count",
+                         help=f"a duration has at most {MAX_DURATION_DIGITS} digits")
+            digits = "0"
+        number = int(digits)
         # Whole seconds: a bound in milliseconds rounds up, so `500ms` is never read as no time at all.
         seconds = -(-number // 1000) if unit == "ms" else number * int(DURATION_UNITS[unit])
         return ir.build(ir.Duration, {"seconds": seconds, "text": text, "span": self._tok(token)})
@@ -406,6 +416,12 @@ class Lowering(Transformer):
         try:
             amount = Decimal(number.value)
         except InvalidOperation:  # the NUMBER terminal only admits valid decimals; kept as a guard
+            amount = Decimal(0)
+        places = amount.as_tuple()
+        if len(places.digits) > MAX_NUMBER_DIGITS or not -MAX_NUMBER_DIGITS <= places.exponent <= MAX_NUMBER_DIGITS:  # type: ignore[operator]
+            self._report("invalid-value", self._tok(number), f"the amount `{_short(number.value)}` has more digits "
+                         f"or decimal places than can be counted exactly",
+                         help=f"write an amount with at most {MAX_NUMBER_DIGITS} digits and {MAX_NUMBER_DIGITS} decimal places")
             amount = Decimal(0)
         last = currency if currency is not None else number
         if currency is not None and currency.start_pos == number.end_pos and currency.value in DURATION_UNITS \
@@ -697,16 +713,25 @@ class Lowering(Transformer):
         (token,) = children
         text = token.value
         if text.isdigit():
-            return cel.Literal(int(text), "int", self._tok(token))
+            return cel.Literal(self._int(token, text, 10), "int", self._tok(token))
         return cel.Literal(float(text), "double", self._tok(token))
 
     def uint(self, children: list) -> cel.Literal:
         (token,) = children
-        return cel.Literal(int(token.value[:-1]), "uint", self._tok(token))
+        return cel.Literal(self._int(token, token.value[:-1], 10), "uint", self._tok(token))
 
     def hex_int(self, children: list) -> cel.Literal:
         (token,) = children
-        return cel.Literal(int(token.value, 16), "int", self._tok(token))
+        return cel.Literal(self._int(token, token.value, 16), "int", self._tok(token))
+
+    def _int(self, token: Token, text: str, base: int) -> int:
+        """The value of an integer literal; one far past any CEL int (whose digits Python would not
+        even convert) is reported here, and read as 0."""
+        if len(text.lstrip("0xX").lstrip("0")) > MAX_NUMBER_DIGITS:
+            self._report("invalid-value", self._tok(token), f"the number `{_short(token.value)}` is out of the range of `int`",
+                         help="CEL ints have 64 bits")
+            return 0
+        return int(text, base)
 
     def string(self, children: list) -> cel.Literal:
         (token,) = children
@@ -747,3 +772,7 @@ def _end(item: Any) -> int:
     if isinstance(item, (list, tuple)) and item and not isinstance(item, Span):
         return _end(item[-1])
     return item.span.end
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 24 else text[:20] + "…"
