@@ -58,6 +58,7 @@ from plangate.smt import simple, solve
 from plangate.smt.encode import Encoder, Unknown, Unsupported
 
 MAX_COMBINATIONS = 4096
+MAX_ENUMERATION = 4_000_000  # steps looked at over all combinations of one enumeration
 
 
 class StepResults(Mapping[str, object]):
@@ -404,7 +405,7 @@ class Branches:
         if self._weight_groups is None:
             self._weight_groups = []
             for components, steps in self._joined_components():
-                combinations = self._combinations(components)
+                combinations = self._combinations(components, len(steps))
                 running = [] if isinstance(combinations, str) else [
                     [index for index in steps if self.static_runs[index] and all(
                         self._fires(c, guards, choice) for c, guards in self.requirements[index])]
@@ -434,7 +435,7 @@ class Branches:
     def _best_combination(self, components: list[int], steps: list[int],
                           weights: Sequence[int]) -> tuple[int, dict[int, int]] | str:
         """The best pattern per component for Σ weight over `steps`, or why it is not known."""
-        combinations = self._combinations(components)
+        combinations = self._combinations(components, len(steps))
         if isinstance(combinations, str):
             return combinations
         live = [index for index in steps if self.static_runs[index] and weights[index]]
@@ -445,8 +446,10 @@ class Branches:
                 best_value, best_choice = value, choice
         return best_value, best_choice
 
-    def _combinations(self, components: list[int]) -> list[dict[int, int]] | str:
-        """Every choice of one pattern per component, or why they are not enumerated."""
+    def _combinations(self, components: list[int], steps: int) -> list[dict[int, int]] | str:
+        """Every choice of one pattern per component, or why they are not enumerated: more than
+        `MAX_COMBINATIONS`, or more than `MAX_ENUMERATION` steps to look at over all of them (each
+        combination looks at `steps` steps: the enumeration is Python, outside the solver's bound)."""
         unsettled = [self.components[c].reason for c in components if self.components[c].patterns is None]
         if unsettled:
             return str(unsettled[0])
@@ -456,6 +459,9 @@ class Branches:
             count *= size
         if count > MAX_COMBINATIONS:
             return f"{count} combinations of branches are more than the {MAX_COMBINATIONS} the checker tries"
+        if count * steps > MAX_ENUMERATION:
+            return (f"{count} combinations of branches over {steps:,} steps are more than the checker "
+                    f"tries ({MAX_ENUMERATION:,} steps looked at in all)")
         return [dict(zip(components, combination))
                 for combination in itertools.product(*(range(size) for size in sizes))]
 
@@ -498,7 +504,7 @@ class Branches:
         relevant = [index for index in range(len(self.loads)) if through[index] > threshold]  # skipped ones still order
         components = sorted({c for index in relevant for c, _ in self.requirements.get(index, ())
                              if len(self.components[c].patterns or (0, 0)) > 1})
-        combinations = self._combinations(components)
+        combinations = self._combinations(components, len(self.requirements) + len(relevant))
         if isinstance(combinations, str):
             return Worst(upper, reason=combinations)
         keep = {index: position for position, index in enumerate(relevant)}
