@@ -431,3 +431,17 @@ def test_arithmetic_between_untyped_values_covers_both_kinds(text, outcome):
     assert result.outcome == outcome, result
     if outcome == "may":
         assert fires(text, instantiate(UNTYPED, result.witness or {}))
+
+
+def test_an_allowance_bounds_all_the_solving_inside_it():
+    from plangate.smt import solve
+
+    query = solve.Query("(declare-const x Int)\n(assert (> x 3))", (("x", "Int"),))
+    with solve.allowance(0.0):
+        [answer] = solve.check([query], 2.0)
+    assert answer.status == "unknown" and "solver time of 0s in all is spent" in answer.reason
+    with solve.allowance(30.0):
+        [answer] = solve.check([query], 2.0)
+    assert answer.status == "sat"
+    [answer] = solve.check([query], 2.0)  # outside: no overall bound
+    assert answer.status == "sat"

@@ -25,8 +25,12 @@ from plangate.diagnostics import Diagnostic, Label, Severity, diagnostic
 from plangate.graph import build_graph
 from plangate.ir.nodes import Document, Plan, Policy
 from plangate.policy.compiled import CompiledPolicy, compile_policies
+from plangate.smt import solve
 from plangate.source import SourceFile, SourceMap, Span
 from plangate.syntax import MAX_INPUT_CHARS, parse_source
+
+# Seconds of solver time one plan's checks may take in all (each query has its own, smaller bound).
+SOLVER_TOTAL_BOUND = 30.0
 
 # Diagnostics that mean the command could not do its job (exit code 2), not that the plan is bad.
 FAILURE_NAMES = frozenset({"unreadable-input", "internal-error", "budget-unknown"})
@@ -254,8 +258,9 @@ def _check_sources(plan_sources: Sequence[SourceFile], policy_sources: Sequence[
         timings["graph"] += time.perf_counter() - clock
         clock = time.perf_counter()
         context = PlanContext(plan=plan, graph=graph, policy=compiled, options=options)
-        _run_checks(PLAN_CHECKS, context, diagnostics, has_policy=compiled is not None,
-                    is_dag=graph.is_dag() and not graph.self_edges, timings=timings)
+        with solve.allowance(float(options.get("solver_total_bound", SOLVER_TOTAL_BOUND))):
+            _run_checks(PLAN_CHECKS, context, diagnostics, has_policy=compiled is not None,
+                        is_dag=graph.is_dag() and not graph.self_edges, timings=timings)
         timings["checks"] += time.perf_counter() - clock
     given = [source.name for source in policy_sources] or options.get("policy_names", [])
     if plans and compiled is None and given:

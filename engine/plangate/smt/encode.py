@@ -80,7 +80,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Callable, Mapping
 
-from plangate.cel.evaluate import Duration, type_name
+from plangate.cel.evaluate import MAX_SIZE, Duration, type_name
 from plangate.cel.ast import (Binary, Call, Conditional, Expr, Ident, Index, ListExpr, Literal, MapExpr, Select,
                               Unary)
 
@@ -1288,6 +1288,8 @@ def concrete_arithmetic(op: str, left: object, right: object) -> object:
             return a / b if b else (float("nan") if a == 0 else float("inf") * (1 if a > 0 else -1))
         return {"+": a + b, "-": a - b, "*": a * b}[op]
     if op == "+" and kind in ("string", "list"):
+        if len(left) + len(right) > MAX_SIZE:  # type: ignore[arg-type]
+            raise Unsupported(f"a {kind} longer than {MAX_SIZE:,}, which the evaluator's bounds stop")
         return left + right  # type: ignore[operator]
     return Error(f"no `{op}` for a {kind}")
 

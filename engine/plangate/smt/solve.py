@@ -12,6 +12,9 @@ Invariants:
 - A request never takes longer than its bound + `GRACE` once the worker is up (starting it is
   bounded separately by `STARTUP_BOUND`).
 - "unknown" is an answer with a reason (`Answer.reason`), never an exception and never a pass.
+- Under `allowance(seconds)` (the driver's, per plan checked) all requests together take at most
+  that long: each is bounded by what is left, and once nothing is left every query is "unknown"
+  at once. Per-query bounds alone would let a plan of many hard conditions run for hours.
 - One worker per process, started on first use (or by `prepare()`, which lets the caller overlap
   the start with its own encoding); a forked child never talks to its parent's worker.
 """
@@ -28,7 +31,8 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from contextlib import contextmanager
+from typing import Iterator, Sequence
 
 WORKER_SCRIPT = Path(__file__).with_name("worker.py")
 GRACE = 0.25  # seconds the parent adds to a bound for the pipe and JSON before it kills
@@ -148,14 +152,48 @@ def prepare() -> None:
         _WORKER.start()
 
 
+class _Allowance(threading.local):
+    left: float | None = None  # seconds of solving left to the current check; None: no overall bound
+    total: float = 0.0
+
+
+_ALLOWANCE = _Allowance()
+
+
+@contextmanager
+def allowance(seconds: float) -> Iterator[None]:
+    """Bound all the solving done inside (in this thread) to `seconds` of wall time in all."""
+    saved = (_ALLOWANCE.left, _ALLOWANCE.total)
+    _ALLOWANCE.left, _ALLOWANCE.total = seconds, seconds
+    try:
+        yield
+    finally:
+        _ALLOWANCE.left, _ALLOWANCE.total = saved
+
+
+def _request(message: dict, time_bound: float) -> dict | str:
+    """The worker's reply within `time_bound` and what is left of the allowance, or why not."""
+    left = _ALLOWANCE.left
+    if left is not None and left <= 0:
+        return f"the check's solver time of {_ALLOWANCE.total:g}s in all is spent"
+    bound = time_bound if left is None else min(time_bound, left)
+    message["time_bound"] = bound
+    started = time.monotonic()
+    try:
+        with _WORKER.lock:
+            return _WORKER.request(message, bound)
+    finally:
+        if left is not None:
+            _ALLOWANCE.left = left - (time.monotonic() - started)
+
+
 def check(queries: Sequence[Query], time_bound: float) -> list[Answer]:
     """Whether each query is satisfiable (with a model), all within `time_bound` seconds."""
     if not queries:
         return []
     message = {"op": "check", "time_bound": time_bound,
                "queries": [{"smt": query.smt, "values": query.values} for query in queries]}
-    with _WORKER.lock:
-        reply = _WORKER.request(message, time_bound)
+    reply = _request(message, time_bound)
     if isinstance(reply, str):
         return [Answer("unknown", reason=_reason(reply, time_bound)) for _ in queries]
     return [Answer(result["status"], result.get("model", {}), _reason(result.get("reason"), time_bound))
@@ -168,8 +206,7 @@ def maximal_patterns(groups: Sequence[PatternGroup], time_bound: float, max_patt
         return []
     message = {"op": "patterns", "time_bound": time_bound, "max_patterns": max_patterns,
                "groups": [{"smt": group.smt, "fires": group.fires, "values": group.values} for group in groups]}
-    with _WORKER.lock:
-        reply = _WORKER.request(message, time_bound)
+    reply = _request(message, time_bound)
     if isinstance(reply, str):
         return [Patterns("unknown", reason=_reason(reply, time_bound)) for _ in groups]
     return [Patterns(result["status"],
@@ -183,6 +220,6 @@ def _reason(reason: str | None, time_bound: float) -> str | None:
         return None
     if reason in ("timeout", "canceled", "interrupted from keyboard") or "timeout" in reason:
         return f"the solver timed out after {time_bound:g}s"
-    if reason.startswith("the solver"):
+    if reason.startswith("the solver") or reason.startswith("the check's solver time"):
         return reason
     return f"the solver gave up ({reason})"
