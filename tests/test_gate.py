@@ -236,3 +236,24 @@ def test_decimals_and_ints_past_64_bits_are_refused_not_let_through():
     over = gate.decide("t.days", {"days": 2 ** 63})
     assert not over.allowed and "out of the range of `int`" in over.reasons[0]
     assert gate.decide("t.days", {"days": 2 ** 63 - 1}).allowed
+
+
+def test_the_api_takes_policies_as_a_set_and_texts_as_pairs_or_files():
+    from pathlib import Path
+
+    from plangate.driver import check, check_sources
+    from plangate.source import SourceFile
+
+    root = Path(__file__).resolve().parents[1]
+    base, strict = str(root / "policies" / "baseline.policy"), str(root / "policies" / "strict.policy")
+    hashes = {check([], order).policy.hash for order in ([base, strict], [strict, base], [base, base, strict])}
+    assert len(hashes) == 1
+    plan = "plan p {\n  step a { call logs.search(service: \"s\", query: \"q\", since: \"1h\") risk read_only }\n}\n"
+    as_pairs = check_sources([("p.plan", plan)], [("b.policy", Path(base).read_text(encoding="utf-8"))])
+    as_files = check_sources([SourceFile("p.plan", plan)], [SourceFile("b.policy", Path(base).read_text(encoding="utf-8"))])
+    assert as_pairs.diagnostics == as_files.diagnostics and as_pairs.policy.hash == as_files.policy.hash
+    assert check(base.encode(), []).exit_code() == 0  # a bytes path, as os functions take it
+    with pytest.raises(TypeError, match="list of SourceFile or \\(name, text\\) pairs"):
+        check_sources(plan)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="must be a str"):
+        check_sources([("p.plan", plan.encode())])

@@ -122,10 +122,15 @@ def check(plan_paths: Sequence[str | os.PathLike[str]], policy_paths: Sequence[s
           options: dict | None = None) -> CheckResult:
     """Check plan files against policy files (the `plangate check` command); one path alone may be
     given as itself."""
-    if isinstance(plan_paths, (str, os.PathLike)):
+    if isinstance(plan_paths, (str, bytes, os.PathLike)):
         plan_paths = [plan_paths]
-    if isinstance(policy_paths, (str, os.PathLike)):
+    if isinstance(policy_paths, (str, bytes, os.PathLike)):
         policy_paths = [policy_paths]
+    for path in [*plan_paths, *policy_paths]:
+        if not isinstance(path, (str, bytes, os.PathLike)):
+            raise TypeError(f"a path is a str, bytes or os.PathLike, not {type(path).__name__}")
+    plan_paths = [os.fsdecode(path) for path in plan_paths]
+    policy_paths = [os.fsdecode(path) for path in policy_paths]
     plan_paths, policy_paths = once_each(plan_paths), once_each(policy_paths)
     # A file given among the plans and with `--policy` (`check *.plan *.policy --policy base.policy`)
     # is read once, as a policy: its mistakes are reported once.
@@ -187,6 +192,28 @@ def read_sources(paths: Iterable[str | os.PathLike[str]], diagnostics: list[Diag
     return sources
 
 
+def as_sources(items: object, what: str) -> list[SourceFile]:
+    """Texts given to the API as `SourceFile`s or (name, text) pairs, as `SourceFile`s; a clear
+    `TypeError` for anything else (a lone text or file where a list goes, bytes where text goes)."""
+    one_pair = isinstance(items, tuple) and len(items) == 2 and isinstance(items[1], str)
+    if isinstance(items, (str, bytes, SourceFile)) or one_pair or not isinstance(items, Iterable):
+        raise TypeError(f"the {what} texts are a list of SourceFile or (name, text) pairs, not a "
+                        f"{type(items).__name__}")
+    found = []
+    for item in items:
+        if isinstance(item, SourceFile):
+            found.append(item)
+            continue
+        try:
+            name, text = item
+        except (TypeError, ValueError):
+            raise TypeError(f"a {what} source is a (name, text) pair or a SourceFile, not {type(item).__name__}") from None
+        if not isinstance(text, str):
+            raise TypeError(f"the text of {what} `{name}` must be a str (decode bytes first), not {type(text).__name__}")
+        found.append(SourceFile(str(name), text))
+    return found
+
+
 def check_sources(plan_sources: Sequence[SourceFile], policy_sources: Sequence[SourceFile] = (),
                   options: dict | None = None) -> CheckResult:
     """Check texts already in memory (the embeddable API; nothing touches the file system).
@@ -195,6 +222,7 @@ def check_sources(plan_sources: Sequence[SourceFile], policy_sources: Sequence[S
     objects and no cycles worth collecting, and generational passes over a large plan's IR would
     otherwise cost more than the checks. The caller's collector state is restored afterwards.
     """
+    plan_sources, policy_sources = as_sources(plan_sources, "plan"), as_sources(policy_sources, "policy")
     collecting = gc.isenabled()
     gc.disable()
     try:
@@ -224,7 +252,7 @@ def _check_sources(plan_sources: Sequence[SourceFile], policy_sources: Sequence[
                 diagnostics.append(diagnostic("wrong-document-kind", Span(source.name, 0, 0),
                                               f"`{source.name}` holds no plan",
                                               help="a plan file starts with `plan name {`"))
-    for source in policy_sources:
+    for source in policy_set(policy_sources):  # a set: their order and repeats change nothing, the hash included
         sources.add(source)
         document = _parse(source, diagnostics)
         if document is None:

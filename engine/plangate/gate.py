@@ -32,20 +32,11 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from plangate.diagnostics import Diagnostic, Severity
-from plangate.driver import CheckResult, check_sources, policy_set, read_sources
+from plangate.driver import CheckResult, as_sources, check_sources, policy_set, read_sources
 from plangate.ir.nodes import RISK_NAMES, Plan, Risk, RiskRef, Step, ToolCall
 from plangate.policy.compiled import CompiledPolicy
 from plangate.source import SourceFile
 
-
-def _pair(item: Any) -> tuple[str, str]:
-    try:
-        name, text = item
-    except (TypeError, ValueError):
-        raise TypeError(f"a policy source is a (name, text) pair or a SourceFile, not {type(item).__name__}") from None
-    if not isinstance(text, str):
-        raise TypeError(f"the text of policy `{name}` must be a str (decode bytes first), not {type(text).__name__}")
-    return str(name), text
 
 
 class GateError(Exception):
@@ -113,7 +104,7 @@ class Gate:
     @classmethod
     def from_sources(cls, sources: Sequence[tuple[str, str]]) -> "Gate":
         """Policies given as (name, text) pairs (or `SourceFile`s); `GateError` when any has an error."""
-        files = [item if isinstance(item, SourceFile) else SourceFile(*_pair(item)) for item in sources]
+        files = as_sources(sources, "policy")
         if not files:
             raise ValueError("a gate needs at least one policy")
         files = policy_set(files)  # a set: neither their order nor a repeat changes the decisions or the hash
