@@ -1121,3 +1121,44 @@ policy windows {
     assert report.steps["w"]["state"] == "blocked" and "denied by `long`" in report.steps["w"]["reason"]
     assert report.steps["s"]["state"] == "succeeded"
     assert [call for call in toolbox.calls if call[0] == "t.write"] == [("t.write", "m", "j")]
+
+
+def test_a_step_freed_by_a_skipped_step_starts_without_waiting_for_an_unrelated_call(tmp_path):
+    import threading
+    import time
+
+    from plangate.runtime.host import Runtime
+    from plangate.runtime.journal import Journal
+
+    released = threading.Event()
+    started: dict[str, float] = {}
+    registry = ToolRegistry()
+
+    @tool("t.slow")
+    def slow() -> dict:
+        released.wait(5)
+        return {}
+
+    @tool("t.fast")
+    def fast(name: str) -> dict:
+        started[name] = time.monotonic()
+        if name == "d":
+            released.set()  # `a` ends only once `d` has started: before the fix, `d` waited for `a`
+        return {}
+
+    registry.register(slow)
+    registry.register(fast)
+    policy = "policy p { tool t.* { risk read_only } limit concurrency <= 4 }"
+    plan = """plan t {
+  step a { call t.slow() time 10s }
+  step c { call t.fast(name: "c") when 1 > 2 }
+  step d after c { call t.fast(name: "d") }
+}"""
+    with Journal.open(tmp_path / "j.db") as journal:
+        runtime = Runtime(journal, registry)
+        run = runtime.start(plan, "t.plan", [("p.policy", policy)])
+        begun = time.monotonic()
+        report = runtime.advance(run)
+    assert {step: item["state"] for step, item in report.steps.items()} == {
+        "a": "succeeded", "c": "skipped", "d": "succeeded"}
+    assert started["d"] - begun < 2.0

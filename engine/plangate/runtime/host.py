@@ -360,7 +360,7 @@ class Runtime:
             while True:
                 view = self.view(run)
                 frontier.update(view.states)
-                progressed = False
+                progressed = settled = False
                 in_flight = {name for name, _, _ in running.values()}
                 for step_id in frontier.candidates():
                     if view.states.get(step_id) in FINISHED | {"outcome_unknown"} or step_id in in_flight:
@@ -371,7 +371,8 @@ class Runtime:
                     if action is None:
                         continue
                     progressed = True
-                    if action == "changed":
+                    if action == "changed":  # decided without a call (skipped, blocked…): done at once
+                        settled = True
                         continue
                     self.fault(step_id, "after_intent")
                     bound = _time_bound(view.policy, _step(view.plan, step_id))  # type: ignore[arg-type]
@@ -380,6 +381,8 @@ class Runtime:
                 if not running:
                     if not progressed:
                         break
+                    continue
+                if settled:  # steps after those may be ready now: start them before waiting on a call
                     continue
                 soonest = min(deadline for _, _, deadline in running.values())
                 timeout = None if soonest == float("inf") else max(0.0, soonest - time.monotonic())
