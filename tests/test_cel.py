@@ -711,3 +711,18 @@ def test_comparing_an_unknown_value_with_a_constant_is_undecided(text) -> None:
 
     assert isinstance(_evaluator().holds(parse(text), {"x": Unknown("x", "bool")}), str)
     assert _evaluator().holds(parse(text), {"x": 1}) is (text.startswith("x !=") or text.startswith("!"))
+
+
+@pytest.mark.parametrize("source, reads", [
+    ("1 + 2", False), ("x", True), ("[1, 2].exists(v, v > 5)", False), ("[1, 2].exists(v, v > w)", True),
+    ("[1].map(v, [2].map(w, v + w))", False), ("[1].map(v, [2].map(w, v + z))", True),
+    ("[1].all(v, v > 0) && v > 1", True), ("{1: 2}.map(k, k)", False), ("has(a.b)", True),
+    ("x.map(v, v)", True), ("[1].filter(v, v > 0).size() + 1", False),
+])
+def test_reads_a_name_knows_a_macros_own_variable(source, reads):
+    from plangate.cel.evaluate import reads_a_name
+    from plangate.source import SourceFile
+    from plangate.syntax.parser import parse_expression
+
+    expr, problems = parse_expression(SourceFile("e", source))
+    assert not problems and reads_a_name(expr) is reads

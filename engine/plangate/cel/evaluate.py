@@ -976,24 +976,33 @@ def is_macro(expr: Call) -> bool:
     return len(expr.args) in (arities if isinstance(arities, tuple) else (arities,))
 
 
-def free_names(expr: Expr) -> set[str]:
-    """The names `expr` reads from its activation: its identifiers, except a macro's own variable
-    inside that macro (`[1, 2].exists(v, v > 5)` reads nothing: it is a constant)."""
-    found: set[str] = set()
-    stack: list[tuple[Expr, frozenset[str]]] = [(expr, frozenset())]
+def reads_a_name(expr: Expr) -> bool:
+    """Whether `expr` reads a name from its activation: an identifier other than a macro's own
+    variable inside that macro (`[1, 2].exists(v, v > 5)` reads none: it is a constant). Stops at the
+    first name read (the checks ask this of every expression of a plan)."""
+    if type(expr) is Literal:
+        return False
+    if type(expr) is Ident:
+        return True
+    stack: list[tuple[Expr, frozenset[str]]] = [(expr, _NOTHING_BOUND)]
     while stack:
         node, bound = stack.pop()
-        if isinstance(node, Ident):
-            if node.name not in bound:
-                found.add(node.name)
-        elif isinstance(node, Call) and is_macro(node):
-            assert node.target is not None and isinstance(node.args[0], Ident)
-            stack.append((node.target, bound))
-            inside = bound | {node.args[0].name}
-            stack.extend((part, inside) for part in node.args[1:])
-        elif not isinstance(node, Literal):
+        kind = type(node)
+        if kind is Ident:
+            if node.name not in bound:  # type: ignore[union-attr]
+                return True
+        elif kind is Literal:
+            continue
+        elif kind is Call and is_macro(node):  # type: ignore[arg-type]
+            stack.append((node.target, bound))  # type: ignore[union-attr]
+            inside = bound | {node.args[0].name}  # type: ignore[union-attr]
+            stack.extend((part, inside) for part in node.args[1:])  # type: ignore[union-attr]
+        else:
             stack.extend((child, bound) for child in children(node))
-    return found
+    return False
+
+
+_NOTHING_BOUND: frozenset[str] = frozenset()
 
 
 def _compile_macro(expr: Call) -> _Closure:

@@ -21,7 +21,7 @@ import math
 from typing import Iterator
 
 from plangate.cel import ast as cel
-from plangate.cel.evaluate import CelError, compile_expr, constant_value, free_names, is_macro
+from plangate.cel.evaluate import CelError, compile_expr, constant_value, is_macro, reads_a_name
 from plangate.cel.types import BOOL, DYN, RecordType, check_types
 from plangate.checks.context import PlanContext
 from plangate.diagnostics import Diagnostic, diagnostic
@@ -54,7 +54,7 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
             if problems:
                 continue
             failures = constant_errors(expr)
-            if not failures and type(expr) is not cel.Literal and not free_names(expr):
+            if not failures and not reads_a_name(expr):
                 failures = _whole_constant_error(expr, clause in _ARGUMENTS)  # a macro that fails as a whole…
             yield from failures
             if clause in _ARGUMENTS:

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Container
 
 from plangate.cel import ast as cel
-from plangate.cel.evaluate import (CelError, Duration, Uint, constant_value, free_names, parse_duration,
-                                   parse_timestamp)
+from plangate.cel.evaluate import (CelError, Duration, Uint, constant_value, parse_duration, parse_timestamp,
+                                   reads_a_name)
 from plangate.ir.nodes import Plan, Risk, Step, ToolCall
 from plangate.policy.compiled import CatalogueEntry, CompiledPolicy
 from plangate.smt.encode import Unknown
@@ -204,9 +204,7 @@ def as_declared(declared: str, value: Any) -> Any:
 def depends_on_results(expr: cel.Expr) -> bool:
     """Whether `expr` reads a name (a macro's own variable is no name read: `[1, 2].map(v, v * 2)` is
     a constant)."""
-    if isinstance(expr, cel.Literal):
-        return False
-    return bool(free_names(expr))
+    return reads_a_name(expr)
 
 
 def result_path(expr: cel.Expr) -> str | None:

@@ -52,7 +52,7 @@ from typing import Callable, Iterator, Mapping, Sequence
 from plangate import budget
 from plangate.budget import Loads
 from plangate.cel.ast import Expr, Ident, walk
-from plangate.cel.evaluate import constant_value, free_names
+from plangate.cel.evaluate import constant_value, reads_a_name
 from plangate.graph import PlanGraph
 from plangate.smt import simple, solve
 from plangate.smt.encode import Encoder, Unknown, Unsupported
@@ -143,7 +143,7 @@ class Branches:
         conditions = {step_id: graph.steps[step_id].when for step_id in loads.steps
                       if graph.steps[step_id].when is not None}
         for step_id, condition in list(conditions.items()):
-            if not free_names(condition):  # a constant: the step always runs, or never does
+            if not reads_a_name(condition):  # a constant: the step always runs, or never does
                 del conditions[step_id]
                 if constant_value(condition) is not True:
                     self.never[step_id] = step_id
