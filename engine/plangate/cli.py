@@ -362,28 +362,12 @@ def _print_report(report) -> int:
     return report.exit_code
 
 
-def _canonical_policy_order(paths: Sequence[str]) -> list[str]:
-    """The policy files of a run in one order whatever the command line's, each text once, as the
-    gate takes them (`driver.policy_set`); a file that cannot be read keeps a place at the end, for
-    `check` to report. The combined policy's hash then names the set of policies, so `run --run ID`
-    may give them in any order."""
-    from plangate.driver import policy_set, read_source
-    from plangate.source import SourceFile
-
-    read = [(path, read_source(path)) for path in paths]
-    path_of = {id(source): path for path, source in read}
-    sources = [source for _, source in read if isinstance(source, SourceFile)]
-    unreadable = [path for path, source in read if not isinstance(source, SourceFile)]
-    return [path_of[id(source)] for source in policy_set(sources)] + unreadable
-
-
 @_runtime_command
 def _run(args: argparse.Namespace) -> int:
     from plangate.diagnostics.render import render
-    from plangate.driver import check, display_name
+    from plangate.driver import check, display_name, once_each, policy_set
 
-    policies = _canonical_policy_order(args.policy)
-    result = check([args.plan], policies)
+    result = check([args.plan], args.policy)  # the policies are a set: `run --run ID` may give them in any order
     if result.errors or result.exit_code() == 2:
         sys.stderr.write(render(result.diagnostics, result.sources, "text", files=result.checked_files,
                                 color=_use_color("auto", sys.stderr), tool_version=__version__))
@@ -392,7 +376,8 @@ def _run(args: argparse.Namespace) -> int:
                               else "the plan or its policies have errors") + "; nothing was run", file=sys.stderr)
         return 2
     plan_text = result.sources.get(display_name(args.plan)).text
-    policy_texts = [(display_name(name), result.sources.get(display_name(name)).text) for name in policies]
+    given = [result.sources.get(display_name(path)) for path in once_each(args.policy)]
+    policy_texts = [(source.name, source.text) for source in policy_set(given)]  # recorded in the set's order
     from plangate.runtime.host import new_run_id
 
     if args.run_id is not None and not args.run_id.strip():
