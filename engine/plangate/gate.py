@@ -242,18 +242,14 @@ def _no_cel_value(args: dict[str, Any]) -> list[str]:
     constant too). Empty when there is nothing of the kind."""
     from decimal import Decimal
 
-    from plangate.cel.evaluate import INT_MIN, UINT_MAX
+    from plangate.cel.evaluate import INT_MIN, UINT_MAX, leaves
 
     found: list[str] = []
-    pending: list[Any] = list(args.values())
-    while pending and len(found) < 3:
-        value = pending.pop()
+    for value in leaves(args):
         if isinstance(value, Decimal):
             found.append(f"the argument value `{value}` is a Decimal: pass a float, or the amount as a string")
         elif isinstance(value, int) and not isinstance(value, bool) and not INT_MIN <= value <= UINT_MAX:
             found.append("an argument holds an int past 64 bits, which no CEL value holds")
-        elif isinstance(value, dict):
-            pending.extend(value.values())
-        elif isinstance(value, (list, tuple)):
-            pending.extend(value)
+        if len(found) == 3:
+            break
     return found

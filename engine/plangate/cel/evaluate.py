@@ -54,7 +54,7 @@ import threading
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
-from typing import Callable, Mapping
+from typing import Callable, Iterator, Mapping
 
 import re2
 
@@ -217,6 +217,20 @@ def constant_value(expr: Expr) -> object:
 
 
 # ------------------------------------------------------------------------------------ values
+def leaves(value: object) -> Iterator[object]:
+    """The values inside a nested value that are not lists, tuples or maps (a map's values, not its
+    keys), depth first, without recursion: what a walk for one kind of value looks at."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            pending.extend(item)
+        else:
+            yield item
+
+
 def type_name(value: object) -> str:
     """The CEL type of a value, as CEL writes it (`int`, `map`…); other Python types by class."""
     if value is None:

@@ -21,7 +21,7 @@ import math
 from typing import Iterator
 
 from plangate.cel import ast as cel
-from plangate.cel.evaluate import CelError, compile_expr, constant_value, is_macro, reads_a_name
+from plangate.cel.evaluate import CelError, compile_expr, constant_value, is_macro, leaves, reads_a_name
 from plangate.cel.types import BOOL, DYN, RecordType, check_types
 from plangate.checks.context import PlanContext
 from plangate.diagnostics import Diagnostic, diagnostic
@@ -117,23 +117,10 @@ def _whole_constant_error(expr: cel.Expr, argument: bool) -> list[Diagnostic]:
     if isinstance(value, CelError):
         return [diagnostic("cel-type-error", expr.span, f"`{_short(cel.to_source(expr))}` always fails: {value.message}",
                            help="this expression reads no value of the run, so it fails on every run")]
-    if argument and _non_finite(value):
+    if argument and any(isinstance(item, float) and not math.isfinite(item) for item in leaves(value)):
         return [diagnostic("arg-type", expr.span, f"`{_short(cel.to_source(expr))}` is or holds a NaN or an infinity, and "
                            "a tool is given JSON, which has neither", help="pass a finite number")]
     return []
-
-
-def _non_finite(value: object) -> bool:
-    pending = [value]
-    while pending:
-        item = pending.pop()
-        if isinstance(item, float) and not math.isfinite(item):
-            return True
-        if isinstance(item, dict):
-            pending.extend(item.values())
-        elif isinstance(item, (list, tuple)):
-            pending.extend(item)
-    return False
 
 
 def _constant_parts(expr: cel.Expr) -> Iterator[cel.Expr]:

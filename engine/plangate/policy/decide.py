@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from plangate.cel import ast as cel
-from plangate.cel.evaluate import CelError
+from plangate.cel.evaluate import CelError, leaves
 from plangate.policy.compiled import CompiledPolicy, CompiledRequirement, CompiledRule
 
 
@@ -156,16 +156,7 @@ def _reads_unknown(expr: cel.Expr, activation: dict[str, Any]) -> bool:
 
 
 def _holds_unknown(value: Any, unknown_type: type) -> bool:
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, unknown_type):
-            return True
-        if isinstance(item, dict):
-            stack.extend(item.values())
-        elif isinstance(item, (list, tuple)):
-            stack.extend(item)
-    return False
+    return any(isinstance(item, unknown_type) for item in leaves(value))
 
 
 def _seconds_for_durations(value: Any) -> Any:
