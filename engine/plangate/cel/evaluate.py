@@ -1019,6 +1019,12 @@ def reads_a_name(expr: Expr) -> bool:
 _NOTHING_BOUND: frozenset[str] = frozenset()
 
 
+def constant_when(condition: Expr) -> bool | None:
+    """For a `when` that reads no name, whether its step runs (only when it is `true`: one that is
+    false, fails or is no bool skips the step on every run); None when it reads a name."""
+    return None if reads_a_name(condition) else constant_value(condition) is True
+
+
 def _compile_macro(expr: Call) -> _Closure:
     """The comprehension macros, with CEL's error rules: `all` is false if some element gives
     false (errors elsewhere notwithstanding), `exists` true if some gives true; otherwise an error

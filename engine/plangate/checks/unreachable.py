@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from plangate.cel.ast import Expr
-from plangate.cel.evaluate import CelError, constant_value, reads_a_name
+from plangate.cel.evaluate import CelError, constant_value, constant_when
 from plangate.checks.context import PlanContext
 from plangate.diagnostics import Diagnostic, diagnostic
 
@@ -61,4 +61,4 @@ def never_running(ctx: PlanContext) -> dict[str, str]:
 
 def never_true(condition: Expr) -> bool:
     """Whether `condition` reads no name and is not `true`: a `when` that skips its step on every run."""
-    return not reads_a_name(condition) and constant_value(condition) is not True
+    return constant_when(condition) is False

@@ -52,7 +52,7 @@ from typing import Callable, Iterator, Mapping, Sequence
 from plangate import budget
 from plangate.budget import Loads
 from plangate.cel.ast import Expr, Ident, walk
-from plangate.cel.evaluate import constant_value, reads_a_name
+from plangate.cel.evaluate import constant_when
 from plangate.graph import PlanGraph
 from plangate.smt import simple, solve
 from plangate.smt.encode import Encoder, Unknown, Unsupported
@@ -143,9 +143,10 @@ class Branches:
         conditions = {step_id: graph.steps[step_id].when for step_id in loads.steps
                       if graph.steps[step_id].when is not None}
         for step_id, condition in list(conditions.items()):
-            if not reads_a_name(condition):  # a constant: the step always runs, or never does
+            runs = constant_when(condition)
+            if runs is not None:  # a constant: the step always runs, or never does
                 del conditions[step_id]
-                if constant_value(condition) is not True:
+                if not runs:
                     self.never[step_id] = step_id
         for guards in _by_referenced_steps(conditions, graph):
             self._classify(guards, conditions, activation)

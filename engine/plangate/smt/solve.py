@@ -29,9 +29,9 @@ import subprocess
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from contextlib import contextmanager
 from typing import Iterator, Sequence
 
 WORKER_SCRIPT = Path(__file__).with_name("worker.py")
