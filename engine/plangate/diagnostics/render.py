@@ -21,6 +21,7 @@ control character from the input reaches the terminal.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -219,8 +220,8 @@ def _excerpt(marks: list[_Mark], source: SourceFile, style: str, paint: _Painter
                         key=lambda item: (item.line, not item.primary, item.start))
     rows: list[tuple[str, str]] = []
     previous_line = None
-    for line in sorted({item.line for item in underlines}):
-        on_line = [item for item in underlines if item.line == line]
+    for line, group in itertools.groupby(underlines, key=lambda item: item.line):
+        on_line = list(group)
         if previous_line is not None and line > previous_line + 1:
             rows.append(("...", ""))
         previous_line = line
