@@ -115,6 +115,21 @@ def test_a_duration_argument_may_be_given_as_its_text(gate):
     assert decision.denied_by == ["slow"]
 
 
+def test_a_bytes_argument_may_be_given_as_its_text_which_the_rules_see_as_its_utf8_bytes():
+    """A tool is given a `bytes` value as text (JSON has no bytes), so that text is what a caller
+    passes; `size()` then counts bytes, not characters."""
+    blobs = Gate.from_sources([("b.policy", """policy b {
+      tool up.load { risk read_only args { blob: bytes } }
+      deny "big" when args.blob.size() > 3
+      deny "magic" when args.blob == bytes("evil")
+    }""")])
+    assert blobs.decide("up.load", {"blob": "abc"}).allowed
+    assert blobs.decide("up.load", {"blob": "é€"}).denied_by == ["big"]  # two characters, five bytes
+    assert blobs.decide("up.load", {"blob": "evil"}).denied_by == ["big", "magic"]
+    refused = blobs.decide("up.load", {"blob": 7})
+    assert refused.reasons == ["argument `blob` of `up.load` must be `bytes`, but it is the int `7`"]
+
+
 def test_unknown_tools_and_declared_risk(gate):
     assert gate.decide("mail.send", {}).reasons == ["`mail.send` is not in the policy's catalogue"]
     assert gate.decide("read.logs", {}).allowed and gate.decide("read.logs", {}).approvals == []

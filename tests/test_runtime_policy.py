@@ -504,6 +504,34 @@ def test_rules_see_a_computed_argument_as_computed_when_the_tool_declares_no_arg
         assert all(decision["denied_by"] == [] for decision in decisions)
 
 
+@pytest.mark.parametrize("result, state", [("good", "succeeded"), ("evil", "blocked"), (7, "blocked")])
+def test_a_result_text_passed_for_a_declared_bytes_argument_is_its_utf8_bytes(tmp_path, result, state):
+    """As the gate: a tool is given bytes as text, so text where `bytes` is declared is those bytes
+    for the rules and the schema; anything else is refused before the call."""
+    held: list[object] = []
+
+    @tool("src.get")
+    def get() -> dict:
+        return {"v": result}
+
+    @tool("up.load")
+    def load(blob) -> dict:
+        held.append(blob)
+        return {}
+
+    registry = ToolRegistry()
+    registry.register(get)
+    registry.register(load)
+    policy = """policy p { tool src.get { risk read_only } tool up.load { risk read_only args { blob: bytes } }
+                deny "magic" when args.blob == bytes("evil") }"""
+    runtime = Runtime(Journal.open(tmp_path / "journal.db"), registry)
+    run = runtime.start("plan p { step s { call src.get() } step u { call up.load(blob: s.result.v) } }",
+                        "p.plan", [("p.policy", policy)], run="r1")
+    report = runtime.advance(run)
+    assert report.steps["u"]["state"] == state
+    assert held == (["good"] if state == "succeeded" else [])
+
+
 def test_a_computed_map_with_a_key_other_than_a_string_is_not_passed_to_a_tool(tmp_path):
     """`{s.result.n: "evil"}` with n = 1 would reach the tool as `{"1": "evil"}`; it fails the step."""
     given: list[object] = []

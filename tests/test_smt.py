@@ -301,6 +301,14 @@ def test_a_hard_query_comes_back_unknown_within_its_bound():
     assert elapsed < 1.5
 
 
+def test_a_timeout_names_the_bound_the_allowance_left_not_the_querys_own():
+    verdict("x.result.ok == true")
+    with solve.allowance(0.4):
+        result = verdict(HARD, time_bound=2.0)
+    assert result.outcome == "unknown", result
+    assert "timed out after 0.4s" in (result.reason or ""), result.reason
+
+
 def test_the_worker_is_killed_when_the_solver_overruns(monkeypatch):
     """The parent's wait ends before Z3's own timeout: the worker is killed, the answer is
     "unknown", and the next query gets a fresh worker."""

@@ -823,15 +823,23 @@ def _to_bool(value: object) -> bool:
     raise _Failure(f"no such overload for `bool({type_name(value)})`")
 
 
+def parse_bytes(text: str) -> bytes | CelError:
+    """The UTF-8 bytes of a string, as `bytes(text)` gives them (a lone surrogate has none)."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return CelError("the string is not valid unicode")
+
+
 def _to_bytes(value: object) -> bytes:
     if isinstance(value, bytes):
         return bytes(value)
     if isinstance(value, str):
         _sized(len(value) * 4, "bytes")
-        try:
-            return value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise _Failure("the string is not valid unicode") from None
+        converted = parse_bytes(value)
+        if isinstance(converted, CelError):
+            raise _Failure(converted.message)
+        return converted
     raise _Failure(f"no such overload for `bytes({type_name(value)})`")
 
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from plangate.cel import ast as cel
-from plangate.cel.evaluate import (INT_MAX, INT_MIN, CelError, Duration, Timestamp, Uint, parse_duration, parse_timestamp,
-                                  value_source)
+from plangate.cel.evaluate import (INT_MAX, INT_MIN, CelError, Duration, Timestamp, Uint, parse_bytes, parse_duration,
+                                   parse_timestamp, value_source)
 from plangate.cel.types import DYN, INT, ListType, MapType, Primitive, check_types
 from plangate.checks.context import PlanContext
 from plangate.diagnostics import Diagnostic, Label, Severity, diagnostic
@@ -131,6 +131,7 @@ def argument_problems(tool: str, entry: CatalogueEntry | None, args: dict[str, A
 _FROM_TEXT = {
     "duration": (Duration, parse_duration, 'a duration such as `duration("30s")`'),
     "timestamp": (Timestamp, parse_timestamp, 'an RFC 3339 time such as `timestamp("2024-01-01T00:00:00Z")`'),
+    "bytes": (bytes, parse_bytes, 'bytes such as `bytes("text")`'),
 }
 
 
@@ -147,7 +148,7 @@ def type_problem(declared: str, value: Any, expr: Any) -> tuple[str, str | None]
         kind, parse, example = _FROM_TEXT[declared]
         if isinstance(value, kind):
             return None
-        fix = f'write `{declared}("{value}")`' if isinstance(value, str) and not isinstance(
+        fix = f"write `{declared}({value_source(value)})`" if isinstance(value, str) and not isinstance(
             parse(value), CelError) else f"write {example}"
         return f"it is {_describe(value)}", fix
     if declared == "uint":

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Container
 
 from plangate.cel import ast as cel
-from plangate.cel.evaluate import (CelError, Duration, Uint, constant_value, parse_duration, parse_timestamp,
-                                   reads_a_name)
+from plangate.cel.evaluate import (CelError, Duration, Uint, constant_value, parse_bytes, parse_duration,
+                                   parse_timestamp, reads_a_name)
 from plangate.ir.nodes import Plan, Risk, Step, ToolCall
 from plangate.policy.compiled import CatalogueEntry, CompiledPolicy
 from plangate.smt.encode import Unknown
@@ -187,7 +187,7 @@ def static_arguments(step_id: str, call: ToolCall, entry: CatalogueEntry | None,
 def as_declared(declared: str, value: Any) -> Any:
     """`value` as a value of the `declared` argument type, where CEL would hold it so (see
     `typed_arguments`); any other value as it is."""
-    parse = {"duration": parse_duration, "timestamp": parse_timestamp}.get(declared)
+    parse = {"duration": parse_duration, "timestamp": parse_timestamp, "bytes": parse_bytes}.get(declared)
     if parse is not None and isinstance(value, str):
         parsed = parse(value)
         return value if isinstance(parsed, CelError) else parsed

@@ -171,17 +171,18 @@ def allowance(seconds: float) -> Iterator[None]:
         _ALLOWANCE.left, _ALLOWANCE.total = saved
 
 
-def _request(message: dict, time_bound: float) -> dict | str:
-    """The worker's reply within `time_bound` and what is left of the allowance, or why not."""
+def _request(message: dict, time_bound: float) -> tuple[dict | str, float]:
+    """The worker's reply (or why there is none) within `time_bound` and what is left of the
+    allowance, with the bound the query was given: the smaller of the two."""
     left = _ALLOWANCE.left
     if left is not None and left <= 0:
-        return f"the check's solver time of {_ALLOWANCE.total:g}s in all is spent"
+        return f"the check's solver time of {_ALLOWANCE.total:g}s in all is spent", 0.0
     bound = time_bound if left is None else min(time_bound, left)
     message["time_bound"] = bound
     started = time.monotonic()
     try:
         with _WORKER.lock:
-            return _WORKER.request(message, bound)
+            return _WORKER.request(message, bound), bound
     finally:
         if left is not None:
             _ALLOWANCE.left = left - (time.monotonic() - started)
@@ -193,10 +194,10 @@ def check(queries: Sequence[Query], time_bound: float) -> list[Answer]:
         return []
     message = {"op": "check", "time_bound": time_bound,
                "queries": [{"smt": query.smt, "values": query.values} for query in queries]}
-    reply = _request(message, time_bound)
+    reply, granted = _request(message, time_bound)
     if isinstance(reply, str):
-        return [Answer("unknown", reason=_reason(reply, time_bound)) for _ in queries]
-    return [Answer(result["status"], result.get("model", {}), _reason(result.get("reason"), time_bound))
+        return [Answer("unknown", reason=_reason(reply, granted)) for _ in queries]
+    return [Answer(result["status"], result.get("model", {}), _reason(result.get("reason"), granted))
             for result in reply["results"]]
 
 
@@ -206,12 +207,12 @@ def maximal_patterns(groups: Sequence[PatternGroup], time_bound: float, max_patt
         return []
     message = {"op": "patterns", "time_bound": time_bound, "max_patterns": max_patterns,
                "groups": [{"smt": group.smt, "fires": group.fires, "values": group.values} for group in groups]}
-    reply = _request(message, time_bound)
+    reply, granted = _request(message, time_bound)
     if isinstance(reply, str):
-        return [Patterns("unknown", reason=_reason(reply, time_bound)) for _ in groups]
+        return [Patterns("unknown", reason=_reason(reply, granted)) for _ in groups]
     return [Patterns(result["status"],
                      tuple(Pattern(frozenset(found["fires"]), found["model"]) for found in result.get("patterns", ())),
-                     _reason(result.get("reason"), time_bound))
+                     _reason(result.get("reason"), granted))
             for result in reply["results"]]
 
 
@@ -219,7 +220,7 @@ def _reason(reason: str | None, time_bound: float) -> str | None:
     if reason is None:
         return None
     if reason in ("timeout", "canceled", "interrupted from keyboard") or "timeout" in reason:
-        return f"the solver timed out after {time_bound:g}s"
+        return f"the solver timed out after {time_bound:.3g}s"
     if reason.startswith("the solver") or reason.startswith("the check's solver time"):
         return reason
     return f"the solver gave up ({reason})"
