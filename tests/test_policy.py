@@ -18,6 +18,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 
 from plangate.cli import main
 from plangate.diagnostics import Severity
@@ -162,6 +163,32 @@ def test_a_test_whose_call_is_missing_or_not_constant_fails_once_and_says_why(tm
     assert "FAIL q › computed   (the call's arguments are not constants)" in out
     assert "FAIL q › no call   (no call to decide)" in out and "0 passed, 2 failed" in out
     assert out.count("missing-call") == 1 and "not in the catalogue" not in out
+    assert out.count("policy-test-failed") == 2 and "test `no call` has no call: it decides nothing" in out
+
+
+@pytest.mark.parametrize("argument, declared", [
+    ("5", "uint"), ('"1h"', "duration"), ('"2024-01-01T00:00:00Z"', "timestamp"), ('"x"', "bytes"), ("1.0", "int"),
+])
+def test_a_tests_arguments_fit_the_tools_args_as_check_types_a_steps(tmp_path, capsys, argument, declared):
+    """A test's call is written as a plan's: text is no `duration` there, `5` no `uint`; `check`
+    says `arg-type` of the same call in a step, so a test must not find it allowed."""
+    policy = (f'policy q {{ tool t.v {{ risk read_only args {{ v: {declared} }} }}\n'
+              f'  test "misfit" {{ call t.v(v: {argument}) expect deny }}\n'
+              f'  test "allowed" {{ call t.v(v: {argument}) expect allow }} }}')
+    code, out, _ = run(capsys, "test", write(tmp_path, "q.policy", policy))
+    assert code == 1 and "1 passed, 1 failed" in out
+    assert f"FAIL q › allowed   (deny (the call does not fit its tool's `args`: argument `v` of `t.v` must be `{declared}`" in out
+    plan = write(tmp_path, "s.plan", f"plan s {{ step a {{ call t.v(v: {argument}) }} }}")
+    code, out, _ = run(capsys, "check", plan, "--policy", tmp_path / "q.policy", "--format", "json")
+    assert [item["name"] for item in json.loads(out)["diagnostics"]] == ["arg-type"]
+
+
+def test_a_tests_int_for_a_double_is_that_double_for_the_rules(tmp_path, capsys):
+    policy = ('policy q { tool t.v { risk read_only args { v: double } }\n'
+              '  deny "scaled" when args.v * 1.5 > 900.0\n'
+              '  test "over" { call t.v(v: 900) expect deny "scaled" } test "under" { call t.v(v: 500) expect allow } }')
+    code, out, _ = run(capsys, "test", write(tmp_path, "q.policy", policy))
+    assert code == 0, out
 
 
 def test_policy_tests_as_junit_one_case_per_test_block(tmp_path, capsys):

@@ -97,9 +97,9 @@ _PYTHON_TYPES = {"string": (str,), "int": (int,), "double": (float, int), "bool"
 
 def typed_arguments(entry: CatalogueEntry | None, args: dict[str, Any]) -> dict[str, Any]:
     """Concrete arguments as the rules see them, of the types the entry declares: a string where it
-    declares a `duration` or a `timestamp` becomes one when it reads as one (a tool receives such a
-    value as its text, `"30m"`, so the gate's callers and the runtime hold it so; a rule compares
-    durations); an int where it declares a `double` becomes that double (`amount: 900` passes for a
+    declares a `duration`, a `timestamp` or `bytes` becomes one when it reads as one (a tool receives
+    such a value as its text, `"30m"`, so the gate's callers and the runtime hold it so; a rule
+    compares durations); an int where it declares a `double` becomes that double (`amount: 900` passes for a
     double, and a rule's `args.amount * 1.05` must then see 900.0, not fail on `int * double`); a
     non-negative int where it declares a `uint` becomes a `uint` (JSON has no unsigned ints)."""
     declared = {spec.name: spec.type for spec in entry.args} if entry is not None and entry.args else {}

@@ -96,7 +96,8 @@ def run_test(policy: CompiledPolicy, policy_id: str, test: PolicyTest) -> tuple[
     from plangate.ir.nodes import Step
 
     problems: list[Diagnostic] = []
-    if not test.call.tool:  # the test has no `call` (`missing-call` says so): there is nothing to decide
+    if not test.call.tool:  # the test has no `call` (`missing-call` says where): there is nothing to decide
+        problems.append(diagnostic("policy-test-failed", test.span, f"test `{test.name}` has no call: it decides nothing"))
         return TestOutcome(policy_id, test.name, False, "no call to decide"), problems
     args: dict[str, Any] = {}
     for argument in test.call.args:
@@ -110,8 +111,11 @@ def run_test(policy: CompiledPolicy, policy_id: str, test: PolicyTest) -> tuple[
         return TestOutcome(policy_id, test.name, False, "the call's arguments are not constants"), problems
     entry = policy.match(test.call.tool)
     step = Step(id="test", call=test.call, risk=test.risk)
+    # The arguments are the plan's kind of constants: they fit the tool's `args` as `check` types a
+    # step's (`"1h"` is no `duration`, `5` no `uint`), and a misfit is refused before any rule, as at
+    # run time; the rules then see them as the runtime would hold them (900 for a `double` is 900.0).
+    misfits = argument_problems(test.call.tool, entry, args)
     args = typed_arguments(entry, args)
-    misfits = argument_problems(test.call.tool, entry, args)  # refused before any rule, as at run time
     facts = StepFacts(step=step, entry=entry, declared_risk=test.risk.level if test.risk is not None else None,
                       effective_risk=effective_risk(step, entry), args=args)
     activation = rule_activation(facts, Plan(id=policy_id))
