@@ -634,6 +634,52 @@ def test_a_step_that_comes_back_after_what_it_reads_ran_again_is_computed_anew(b
     assert [call[1] for call in toolbox.calls if call[0] == "t.write"] == ["w-7", "w-8"]
 
 
+def test_a_step_after_a_rerun_step_through_a_kept_one_waits_and_the_check_verifies_the_new_call(box):
+    """`a` → `check ca` → `b`: the new version changes `a`'s call. `ca`'s own call is the same, but
+    it verified the old effect, and `b` comes after `a` through it: `b` waits for `a`'s new call,
+    and `ca` verifies again before `b` runs."""
+    toolbox, runtime = box
+    body = """
+  step a { call t.write(name: "%s") risk reversible_write idempotency "a" %s }
+  check ca after a { call t.read(key: "ca") }
+  step b after ca { call t.send(to: "ops") idempotency "b" approval by role "operator" }
+"""
+    run = start_plan(runtime, body % ("a1", ""))
+    report = runtime.advance(run)
+    assert report.steps["ca"]["state"] == "succeeded" and report.steps["b"]["state"] == "waiting_for_approval"
+    runtime.new_version(run, plan_text(body % ("a2", 'approval by role "operator"'), version=2), "t.plan")
+    runtime.approve(run, "b", "olga", "operator")
+    report = runtime.advance(run)
+    assert report.state == "paused" and report.steps["a"]["state"] == "waiting_for_approval"
+    assert report.steps["b"]["state"] not in ("succeeded", "waiting_for_approval"), report.steps["b"]
+    assert [call[0] for call in toolbox.calls] == ["t.write", "t.read"]  # nothing after `a` ran
+    runtime.approve(run, "a", "olga", "operator")
+    report = runtime.advance(run)
+    assert report.state == "succeeded", report.steps
+    assert [(call[0], call[1]) for call in toolbox.calls] == [
+        ("t.write", "a1"), ("t.read", "ca"), ("t.write", "a2"), ("t.read", "ca"), ("t.send", "ops")]
+    assert report.steps["ca"]["attempts"] == 1  # verified afresh: a new step, with fresh attempts
+    recheck = kinds(runtime, run, "recheck", "ca")
+    assert [record.body["kept"] for record in recheck] == [False]
+
+
+def test_a_step_after_a_kept_step_whose_predecessors_are_kept_too_is_not_held_back(box):
+    toolbox, runtime = box
+    body = """
+  step a { call t.write(name: "a") risk reversible_write idempotency "a" }
+  check ca after a { call t.read(key: "ca") }
+  step b after ca { call t.send(to: "%s") idempotency "b" approval by role "operator" }
+"""
+    run = start_plan(runtime, body % "ops")
+    runtime.advance(run)
+    runtime.new_version(run, plan_text(body % "team", version=2), "t.plan")  # only `b` changed
+    assert runtime.view(run).recheck == {}
+    runtime.approve(run, "b", "olga", "operator")
+    report = runtime.advance(run)
+    assert report.state == "succeeded"
+    assert [call[0] for call in toolbox.calls] == ["t.write", "t.read", "t.send"]
+
+
 def test_an_unknown_outcome_changed_by_one_version_and_dropped_by_the_next_can_be_rolled_back(box):
     toolbox, runtime = box
     step_w = '  step w { call t.write(name: "%s") risk reversible_write idempotency "w" rollback t.write(name: "undo-" + result.name) }\n'

@@ -543,16 +543,20 @@ class Runtime:
         keeps the step and its result; another forgets it, so it runs afresh (fresh attempts,
         approvals of the new call). Where the new version would not call it at all (a step before
         it did not succeed, or was skipped; its `when` no longer holds; an argument fails), its
-        effect stands and it is kept."""
+        effect stands and it is kept. A `check` step whose evidence is about a step that has
+        completed again since (its result is newer) verifies again: it runs afresh."""
         assert step.call is not None
         made = view.last_intent.get(step.id, {})
+        verified_at = view.completed_at.get(step.id, 0)
+        outdated = step.kind == "check" and any(view.completed_at.get(name, 0) > verified_at for name in predecessors)
         scope = {name: {"result": view.results.get(name)} for name in predecessors}
         called = all(view.states.get(name) == "succeeded" or (kind == "after" and view.states.get(name) == "skipped")
                      for name, kind in predecessors.items()) \
             and (step.when is None or compile_expr(step.when)(scope) is True)
         arguments = _concrete_args(step.call, scope) if called else None
         args_hash = content_hash(arguments.plain) if isinstance(arguments, Arguments) else None
-        kept = args_hash is None or (made.get("tool") == step.call.tool and made.get("args_hash") == args_hash)
+        kept = not (called and outdated) and (
+            args_hash is None or (made.get("tool") == step.call.tool and made.get("args_hash") == args_hash))
         _fold(view, self.journal.append(view.run, "recheck", {"kept": kept, "args_hash": args_hash}, step=step.id))
         return "changed"
 
@@ -1108,7 +1112,7 @@ def _fold(view: RunView, record: Record) -> None:
         view.plan_text = body["plan_text"]
         for step_id in sorted(set(view.states) | set(view.attempts) | set(view.open_intents)):
             _revise(view, step_id, _step(old_plan, step_id) or view.dropped.get(step_id), _step(plan, step_id))
-        _hold_back_readers(view)
+        _hold_back_followers(view)
     elif kind == "recheck":
         held = view.recheck.pop(step, None) if step is not None else None
         if body.get("kept") and held is not None:
@@ -1227,9 +1231,10 @@ def _revise(view: RunView, step_id: str, old: Step | None, new: Step | None) -> 
     happened). A completed step (`succeeded`, or `verifying`: its call returned) that the new
     version drops is kept as `succeeded`, "no longer in the plan", with its result and attempts, and
     its step as it was for a rollback on abort (`dropped`). A step whose call changed is forgotten:
-    it runs again with fresh attempts. Of the others, a `blocked`, `cancelled` or `skipped` step is
-    decided again, and so is a `failed` one that the new `retry` allows another attempt; completed
-    steps keep their state and result."""
+    it runs again with fresh attempts. Of the others, a `blocked`, `cancelled`, `skipped` or
+    `waiting_for_approval` step is decided again (what it waits for may have changed: the steps
+    before it, the approvals it needs), and so is a `failed` one that the new `retry` allows another
+    attempt; completed steps keep their state and result."""
     changed = old is None or new is None or canonical(old.call) != canonical(new.call)
     if step_id in view.open_intents or view.states.get(step_id) == "outcome_unknown":
         if changed:
@@ -1258,7 +1263,7 @@ def _revise(view: RunView, step_id: str, old: Step | None, new: Step | None) -> 
         if step_id in view.states and any(how == "reference" for how in _index(view.plan).predecessors[step_id].values()):
             # what it reads may have run again while it was out: held back until its call is computed anew
             view.recheck[step_id] = (view.states.pop(step_id), view.reasons.pop(step_id))
-    if state in ("blocked", "cancelled", "skipped") or (
+    if state in ("blocked", "cancelled", "skipped", "waiting_for_approval") or (
             state == "failed" and new is not None and view.attempts.get(step_id, 0) <= new.retry):
         view.states.pop(step_id, None)
         view.reasons.pop(step_id, None)
@@ -1271,17 +1276,20 @@ def _forget(view: RunView, step_id: str) -> None:
         known.pop(step_id, None)
 
 
-def _hold_back_readers(view: RunView) -> None:
-    """After a new plan version: a completed step whose call reads the result of a step that will
-    run again (or of one held back, transitively) cannot know yet whether its call changed. Its
-    state is held back in `recheck`, so it does not count as finished, until `_prepare` computes
-    its call from the new results: the same call keeps the step, another runs it afresh."""
+def _hold_back_followers(view: RunView) -> None:
+    """After a new plan version: a completed step that comes after a step that is not finished (one
+    that will run again, or is held back, transitively) is held back in `recheck`, so it does not
+    count as finished and nothing after it starts, until every step before it is finished again;
+    then `_prepare` rechecks it (`Runtime._recheck`). A step that reads such a step's result cannot
+    know yet whether its call changed, so it waits for a succeeded one. Without this, a step
+    ordered after the rerun step only through a kept one (`a` → `check ca` → `b`) would run
+    before `a`'s new call."""
     index = _index(view.plan)
-    for step_id in index.order:  # topological: a reader comes after what it reads
+    for step_id in index.order:  # topological: a follower comes after what it follows
         if view.states.get(step_id) not in ("succeeded", "verifying") or step_id in view.dropped:
             continue
-        read = [name for name, how in index.predecessors[step_id].items() if how == "reference"]
-        if any(view.states.get(name) != "succeeded" or name in view.recheck for name in read):
+        if any(name in view.recheck or view.states.get(name) not in (FINISHED if how == "after" else ("succeeded",))
+               for name, how in index.predecessors[step_id].items()):
             view.recheck[step_id] = (view.states.pop(step_id), view.reasons.pop(step_id, None))
 
 
