@@ -385,6 +385,60 @@ def test_a_warn_rule_rewritten_with_the_same_meaning_does_not_count(tmp_path, ca
     assert "`call.tool == \"a.read\" && args.x > 1` → `1 < args.x && \"a.read\" == call.tool`" in change["text"]
 
 
+def test_a_warn_rule_renamed_does_not_count_but_a_warning_lost_does(tmp_path, capsys):
+    """What counts is whether a call gets a warning; the name it bears is listed as a rewrite."""
+    catalogue = "tool a.read { risk read_only }\n"
+    old = policy(catalogue + 'warn "big" when args.x > 100')
+    code, report, _ = diff(tmp_path, capsys, old, policy(catalogue + 'warn "large" when args.x > 100'))
+    assert code == 0 and sorted(subjects(report)) == [("rewritten", "warn big"), ("rewritten", "warn large")]
+    assert all("under another rule's name" in change["text"] for change in report["changes"])
+    code, report, _ = diff(tmp_path, capsys, old, policy(catalogue + 'warn "large" when args.x > 200'))
+    assert code == 1 and sorted(subjects(report)) == [("changed", "warn big"), ("changed", "warn large")]
+
+
+@pytest.mark.parametrize("override, shown", [
+    ("tool deploy.preview { risk read_only cost <= 10 usd }",
+     ("loosened", "`deploy.preview` risk `reversible_write` → `read_only`")),
+    ("tool deploy.preview { risk irreversible cost <= 10 usd }", ("tightened", "`deploy.preview` risk `reversible_write` → `irreversible`")),
+    ("tool deploy.preview { risk reversible_write cost <= 50 usd }", ("loosened", "`deploy.preview` cost cap 10 usd → 50 usd")),
+    ("tool deploy.preview { risk reversible_write }", ("loosened", "`deploy.preview` cost cap 10 usd → none")),
+    ("tool deploy.preview { risk reversible_write cost <= 10 usd time <= 1m }",
+     ("tightened", "`deploy.preview` time cap none → 1m")),
+])
+def test_an_entry_added_under_a_pattern_is_compared_with_the_pattern_it_overrides(tmp_path, capsys, override, shown):
+    """`check` decides `deploy.preview` by the most specific entry: adding one changes that tool's
+    risk or caps (risk-underdeclared, retry-without-idempotency, limit-exceeded) even where no rule
+    reads them, and the diff says so, both ways."""
+    old = policy("tool deploy.* { risk reversible_write cost <= 10 usd }")
+    new = policy("tool deploy.* { risk reversible_write cost <= 10 usd }\n" + override)
+    code, report, _ = diff(tmp_path, capsys, old, new)
+    assert code == 1
+    ((kind, subject, text),) = [(c["kind"], c["subject"], c["text"]) for c in report["changes"]]
+    assert (kind, subject) == (shown[0], "tool deploy.preview")
+    assert text == shown[1] + " (OLD by `deploy.*`, NEW by `deploy.preview`)"
+    code, report, _ = diff(tmp_path, capsys, new, old)
+    assert code == 1 and [c["kind"] for c in report["changes"]] == [
+        "tightened" if shown[0] == "loosened" else "loosened"]
+
+
+def test_an_entry_that_repeats_its_pattern_is_a_rewrite(tmp_path, capsys):
+    old = policy("tool deploy.* { risk reversible_write }")
+    code, report, _ = diff(tmp_path, capsys, old, policy("tool deploy.* { risk reversible_write }\n"
+                                                         "tool deploy.preview { risk reversible_write }"))
+    assert code == 0 and subjects(report) == [("rewritten", "tool deploy.preview")]
+
+
+def test_an_admitted_unknown_tool_given_an_entry_changes_its_risk(tmp_path, capsys):
+    """Under `unknown_tools warn` an uncatalogued tool is allowed and has no risk class (the
+    highest); an entry that rates it `read_only` lowers it."""
+    old = policy("tool a.read { risk read_only }\nunknown_tools warn")
+    code, report, _ = diff(tmp_path, capsys, old, policy("tool a.read { risk read_only }\nunknown_tools warn\n"
+                                                         "tool b.read { risk read_only }"))
+    assert code == 1
+    assert [(c["kind"], c["text"]) for c in report["changes"]] == [
+        ("loosened", "`b.read` risk `none` → `read_only` (OLD by no entry, NEW by `b.read`)")]
+
+
 def test_a_class_of_tools_is_decided_by_the_combined_catalogue_as_check_decides_it(tmp_path, capsys):
     """A file with two policies: the narrower entry of the second never loosens the first, in the
     diff as in `check`."""

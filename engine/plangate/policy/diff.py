@@ -29,6 +29,7 @@ class asks, for each comparison and direction, for a call on which the two sides
     require K    allowed by both ∧ K(OLD) ∧ ¬K(NEW)         loosened (reverse: tightened)
     approval R   allowed by both ∧ NEW asks fewer approvers of role R or a longer `within`
     warn W       allowed by both ∧ W fires on one side only  changed
+    warnings     allowed by both ∧ some warn rule fires on one side and none on the other
 
 A model is decoded into a concrete call (fields no condition reads get a value of their declared
 type) and *replayed*: decided on concrete values by each policy's own evaluator
@@ -615,8 +616,8 @@ def _argument_problems(schema: tuple[ArgSpec, ...], args: dict[str, Any]) -> lis
 
 @dataclass(frozen=True)
 class Question:
-    kind: str  # allow | require | approval | warn
-    name: str  # the requirement kind, role or warn rule ("" for allow)
+    kind: str  # allow | require | approval | warn | warnings (some warn rule fires)
+    name: str  # the requirement kind, role or warn rule ("" for allow and warnings)
     direction: str  # loosened (NEW gives or asks less) | tightened (NEW denies or asks more)
 
 
@@ -642,6 +643,8 @@ def _compare(policies: dict[str, CompiledPolicy], time_bound: float) -> dict[Que
     questions += [Question("approval", role, d) for role in roles for d in ("loosened", "tightened")]
     warns = sorted({r.name for p in policies.values() for r in p.rules if r.effect == "warn"})
     questions += [Question("warn", name, d) for name in warns for d in ("loosened", "tightened")]
+    if warns:
+        questions += [Question("warnings", "", d) for d in ("loosened", "tightened")]
     results: dict[Question, list[Finding]] = {q: [] for q in questions}
     for tool_class in tool_classes(policies["old"], policies["new"]):
         model = _Model(policies, tool_class)
@@ -767,9 +770,10 @@ def _reasons_apart(model: "_Model", question: Question, formula: str, policies: 
 def _conditions_read(policies: dict[str, CompiledPolicy], question: Question) -> frozenset[str]:
     conditions: list[cel.Expr | None] = []
     for policy in policies.values():
-        if question.kind in ("allow", "warn"):
+        if question.kind in ("allow", "warn", "warnings"):
             effect = "deny" if question.kind == "allow" else "warn"
-            conditions += [r.when for r in policy.rules if r.effect == effect and (effect == "deny" or r.name == question.name)]
+            conditions += [r.when for r in policy.rules
+                           if r.effect == effect and (question.kind != "warn" or r.name == question.name)]
         elif question.kind == "require":
             conditions += [r.when for r in policy.requirements if r.kind == question.name]
         else:
@@ -801,12 +805,11 @@ def _formula(model: _Model, question: Question) -> str | tuple[str, str]:
     both = conj(allowed["old"], allowed["new"])  # type: ignore[arg-type]
     if both == "false":
         return "false"
-    if question.kind in ("require", "warn"):
-        table = "needs" if question.kind == "require" else "warn"
-        values = {side: getattr(model.sides[side], table).get(question.name, "false") for side in SIDES}
+    if question.kind in ("require", "warn", "warnings"):
+        values = {side: _condition(model.sides[side], question) for side in SIDES}
         for side in SIDES:
             if values[side] is None:
-                return ("runtime", _problem(model.sides[side], question.kind))
+                return ("runtime", _problem(model.sides[side], "require" if question.kind == "require" else "warn"))
         # loosened: OLD requires (or warns) and NEW does not
         having, lacking = (values["old"], values["new"]) if question.direction == "loosened" else (values["new"], values["old"])
         return "false" if having == lacking else conj(both, having, neg(lacking))
@@ -822,6 +825,18 @@ def _formula(model: _Model, question: Question) -> str | tuple[str, str]:
     else:
         weaker = disj(f"(< {old_count} {new_count})", f"(> {old_within} {new_within})")
     return conj(both, weaker)
+
+
+def _condition(side: _Side, question: Question) -> str | None:
+    """When the requirement kind, the warn rule, or any warn rule (`warnings`) fires on `side`."""
+    from plangate.smt.encode import disj
+
+    if question.kind == "require":
+        return side.needs.get(question.name, "false")
+    if question.kind == "warn":
+        return side.warn.get(question.name, "false")
+    conditions = list(side.warn.values())
+    return None if None in conditions else disj(*conditions)  # type: ignore[arg-type]
 
 
 def _approval_terms(found: list[tuple[str, int, int]]) -> tuple[str, str]:
@@ -854,6 +869,9 @@ def _confirms(question: Question, decisions: dict[str, Decision]) -> bool:
     if question.kind == "warn":
         having, lacking = (old, new) if loose else (new, old)
         return question.name in having.warns and question.name not in lacking.warns
+    if question.kind == "warnings":
+        having, lacking = (old, new) if loose else (new, old)
+        return bool(having.warns) and not lacking.warns
     stronger, weaker = (old, new) if loose else (new, old)
     a = stronger.approvals.get(question.name, (0, FOREVER))
     b = weaker.approvals.get(question.name, (0, FOREVER))
@@ -1008,6 +1026,9 @@ def _warn_changes(policies: dict[str, CompiledPolicy], results: dict[Question, l
             if rule.effect == "warn":
                 texts[side][rule.name] = " || ".join(
                     [t for t in [texts[side].get(rule.name)] if t] + [cel.to_source(rule.when)])
+    # Whether some call gets a warning from one policy and none from the other; if none does, a rule
+    # renamed, split or merged only changes which name a warning bears, and does not count.
+    warnings_differ = any(results.get(Question("warnings", "", d)) for d in ("loosened", "tightened"))
     names = sorted(texts["old"].keys() | texts["new"].keys())
     for name in names:
         old, new = texts["old"].get(name), texts["new"].get(name)
@@ -1034,8 +1055,12 @@ def _warn_changes(policies: dict[str, CompiledPolicy], results: dict[Question, l
                                  f"for calls of {_label(group[0].tool_class.label)}: {group[0].reason}{_also(group)}")
         if old == new and not counted:
             continue
-        if counted:
+        if counted and warnings_differ:
             changes.append(Change("changed", f"warn {name}", header + "; " + "; ".join(sentences), witness))
+        elif counted:
+            changes.append(Change("rewritten", f"warn {name}",
+                                  header + " (every call that gets a warning from one policy gets one from the other, "
+                                  "under another rule's name)"))
         else:
             changes.append(Change("rewritten", f"warn {name}",
                                   header + " (on the calls both policies allow, it warns exactly as before)"))
@@ -1070,35 +1095,64 @@ def _unknown_tools(old: CompiledPolicy, new: CompiledPolicy, changes: list[Chang
 
 
 def _catalogue(old: CompiledPolicy, new: CompiledPolicy, changes: list[Change], allow_differs: bool) -> None:
-    """Facts of the catalogue that decisions other than allow/deny read (risk classes, caps), and
-    the entries' edits that the allow comparisons account for."""
-    before = {entry.pattern: entry for entry in old.catalogue}
-    after = {entry.pattern: entry for entry in new.catalogue}
+    """Facts of the catalogue that decisions other than allow/deny read (risk classes, caps,
+    schemas), compared per tool class: the entry each policy decides the class's tools by, however
+    the catalogue spells it (`deploy.preview { risk read_only }` added under `deploy.* { risk
+    reversible_write }` lowers that tool's risk). A tool one catalogue lacks is compared only where
+    that policy admits it (`unknown_tools warn`: no risk, no caps); where it denies it, the allow
+    comparison speaks of it. Entries added or removed that change none of this, nor what is
+    allowed, are `rewritten`."""
+    differing: set[str] = set()
+    for tool_class in tool_classes(old, new):
+        a, b = tool_class.entry(old), tool_class.entry(new)
+        if (a is None and (b is None or old.unknown_tools != "warn")) or (b is None and new.unknown_tools != "warn"):
+            continue
+        found = _entry_changes(tool_class.label, a, b, allow_differs)
+        if found:
+            differing.add(tool_class.label)
+            changes.extend(found)
     if not allow_differs:
-        for pattern in sorted(after.keys() - before.keys()):
+        before = {entry.pattern for entry in old.catalogue}
+        after = {entry.pattern for entry in new.catalogue}
+        for pattern in sorted(after - before - differing):
             changes.append(Change("rewritten", f"tool {pattern}",
-                                  f"`{pattern}` is now in the catalogue (both policies allow and deny its calls alike)"))
-        for pattern in sorted(before.keys() - after.keys()):
+                                  f"`{pattern}` is now in the catalogue (both policies decide its calls alike)"))
+        for pattern in sorted(before - after - differing):
             changes.append(Change("rewritten", f"tool {pattern}",
-                                  f"`{pattern}` left the catalogue (both policies allow and deny its calls alike)"))
-    for pattern in sorted(before.keys() & after.keys()):
-        a, b = before[pattern], after[pattern]
-        if a.risk != b.risk:
-            lower = (b.risk if b.risk is not None else 3) < (a.risk if a.risk is not None else 3)
-            changes.append(Change("loosened" if lower else "tightened", f"tool {pattern}",
-                                  f"`{pattern}` risk `{_risk(a.risk)}` → `{_risk(b.risk)}`"))
-        if a.cost_cap != b.cost_cap or (a.cost_cap is not None and a.currency != b.currency):
-            looser = b.cost_cap is None or (a.cost_cap is not None and b.cost_cap > a.cost_cap)
-            changes.append(Change("loosened" if looser else "tightened", f"tool {pattern}",
-                                  f"`{pattern}` cost cap {_amount(a.cost_cap, a.currency)} → {_amount(b.cost_cap, b.currency)}"))
-        if a.time_cap != b.time_cap:
-            looser = b.time_cap is None or (a.time_cap is not None and b.time_cap > a.time_cap)
-            changes.append(Change("loosened" if looser else "tightened", f"tool {pattern}",
-                                  f"`{pattern}` time cap {_seconds(a.time_cap)} → {_seconds(b.time_cap)}"))
-        if _schema_key(a.args) != _schema_key(b.args):
-            changes.append(Change("changed" if allow_differs else "rewritten", f"tool {pattern}",
-                                  f"`{pattern}` argument schema: {_schema(a.args)} → {_schema(b.args)}"
-                                  + ("" if allow_differs else " (both policies still allow the same calls)")))
+                                  f"`{pattern}` left the catalogue (both policies decide its calls alike)"))
+
+
+def _entry_changes(label: str, a: CatalogueEntry | None, b: CatalogueEntry | None, allow_differs: bool) -> list[Change]:
+    """How the entry NEW decides the tools of `label` by (`b`) differs from OLD's (`a`); None is no
+    entry (an unknown tool that the policy admits)."""
+    subject = f"tool {label}"
+    name = f"`{label}`" if label != OTHER else label
+    patterns = [entry.pattern if entry is not None else None for entry in (a, b)]
+    through = "" if patterns[0] == patterns[1] else " (OLD by {}, NEW by {})".format(
+        *(f"`{pattern}`" if pattern is not None else "no entry" for pattern in patterns))
+    risks = [entry.risk if entry is not None else None for entry in (a, b)]
+    costs = [(entry.cost_cap, entry.currency) if entry is not None and entry.cost_cap is not None else (None, None)
+             for entry in (a, b)]
+    times = [entry.time_cap if entry is not None else None for entry in (a, b)]
+    schemas = [entry.args if entry is not None else None for entry in (a, b)]
+    found: list[Change] = []
+    if risks[0] != risks[1]:
+        lower = (risks[1] if risks[1] is not None else 3) < (risks[0] if risks[0] is not None else 3)
+        found.append(Change("loosened" if lower else "tightened", subject,
+                            f"{name} risk `{_risk(risks[0])}` → `{_risk(risks[1])}`{through}"))
+    if costs[0] != costs[1]:
+        looser = costs[1][0] is None or (costs[0][0] is not None and costs[1][0] > costs[0][0])
+        found.append(Change("loosened" if looser else "tightened", subject,
+                            f"{name} cost cap {_amount(*costs[0])} → {_amount(*costs[1])}{through}"))
+    if times[0] != times[1]:
+        looser = times[1] is None or (times[0] is not None and times[1] > times[0])
+        found.append(Change("loosened" if looser else "tightened", subject,
+                            f"{name} time cap {_seconds(times[0])} → {_seconds(times[1])}{through}"))
+    if _schema_key(schemas[0]) != _schema_key(schemas[1]):
+        found.append(Change("changed" if allow_differs else "rewritten", subject,
+                            f"{name} argument schema: {_schema(schemas[0])} → {_schema(schemas[1])}{through}"
+                            + ("" if allow_differs else " (both policies still allow the same calls)")))
+    return found
 
 
 def _limits(old: CompiledPolicy, new: CompiledPolicy, changes: list[Change]) -> None:
