@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from plangate.budget import Loads, critical_path, graham_bound, list_schedule, never_more_than, worst_case
 from plangate.cel.evaluate import compile_expr
+from plangate import budget as budget_module
 from plangate.checks import budget, limits
 from plangate.checks.context import PlanContext
 from plangate.driver import check_sources
@@ -314,7 +315,7 @@ def test_the_list_schedule_starts_ready_steps_in_the_runtimes_order():
     # after s0 and s1, at 3m, and end at 6m
     [found] = diagnostics(plan, CONCURRENCY)
     assert found.severity.value == "warning" and "Graham's bound is `7m`" in found.message
-    assert "the list schedule in the runtime's order takes 5m" in found.notes[1]
+    assert "the longest schedule found in the runtime's order takes 5m" in found.notes[1]
     assert found.notes[2].endswith("`s2` 0s–2m, `s4` 0s–2m, `s0` 2m–3m, `s3` 2m–5m, `s1` 3m–4m")
 
 
@@ -322,6 +323,128 @@ def test_a_schedule_over_the_bound_is_an_error():
     [found] = diagnostics(PARALLEL.format(bound="15m"), CONCURRENCY)
     assert found.severity.value == "error" and "`20m`" in found.message
     assert "schedule with 2 at a time" in found.notes[0]
+
+
+def test_a_step_that_ends_early_can_make_the_schedule_longer():
+    """Graham's anomaly: with every step at its worst the schedule takes 12m, but `time` only bounds
+    a step; if `t1` ends at once, `t4`'s followers take the workers first and `t9` starts late."""
+    plan = """plan p {
+      budget { time <= 12m }
+      step t1 { call t.a() time 3m }   step t2 { call t.a() time 2m }   step t3 { call t.a() time 2m }
+      step t4 { call t.a() time 2m }
+      step t5 after t4 { call t.a() time 4m }   step t6 after t4 { call t.a() time 4m }
+      step t7 after t4 { call t.a() time 4m }   step t8 after t4 { call t.a() time 4m }
+      step t9 after t1 { call t.a() time 9m }
+    }"""
+    policy = "policy q { tool t.* { risk read_only } limit concurrency <= 3 }"
+    loads = budget.evaluate(context(plan, policy)).loads
+    assert budget_module.list_schedule(loads, [True] * 9, 3).makespan == 12 * 60
+    [found] = diagnostics(plan, policy)
+    assert found.severity.value == "error" and "can take `15m`" in found.message
+    assert found.notes[1].endswith("`t1` (0s of its 3m)")
+
+
+def test_a_branch_with_less_work_can_take_longer():
+    plan = """plan p {
+      budget { time <= 18m }
+      step a { call t.a() time 1s }
+      step p { when a.result.v != 1 call t.b() time 10m }
+      step q { when a.result.v != 1 call t.b() time 10m }
+      step r { when a.result.v != 1 call t.b() time 10m }
+      step s1 { when a.result.v == 1 call t.b() time 8m }   step s2 { when a.result.v == 1 call t.b() time 8m }
+      step s3 { when a.result.v == 1 call t.b() time 8m }   step s4 { when a.result.v == 1 call t.b() time 8m }
+    }"""
+    # v == 1: 32m of work, two at a time in 16m1s; v != 1: 30m of work, but three 10m steps take 20m1s
+    [found] = diagnostics(plan, CONCURRENCY)
+    assert found.severity.value == "error" and "can take `20m1s`" in found.message
+    assert any("`p` (`a.result.v != 1`" in note for note in found.notes)
+
+
+def test_a_retried_step_waits_for_a_worker_again_as_at_run_time():
+    plan = """plan p {
+      budget { time <= 25s }
+      step x { call t.a() time 5s }
+      step d after x { call t.a() time 10s }   step f after x { call t.a() time 10s }
+      step a { call t.a() time 5s retry 1 }
+      step e after a { call t.a() time 10s }
+    }"""
+    # a's second attempt goes back among the ready steps: d and f (earlier in the order) start first
+    [found] = diagnostics(plan, CONCURRENCY)
+    assert found.severity.value == "error" and "can take `30s`" in found.message
+    assert "`a` (attempt 2) 15s–20s, `e` 20s–30s" in found.notes[0]
+
+
+def runtime_makespan(loads, runs, workers: int, timing) -> int:
+    """The runtime's loop (`Runtime.advance`), simulated second by second and written apart from
+    `list_schedule`: after the calls that end at a moment are recorded, ready steps start in
+    topological order while workers are free; a failed attempt makes its step ready again."""
+    size = len(loads)
+    left = list(timing.attempts)
+    done = [False] * size
+    busy: dict[int, int] = {}  # step → end
+    now = 0
+    while not all(done):
+        for index in [index for index, end in busy.items() if end == now]:
+            del busy[index]
+            left[index] -= 1
+            done[index] = left[index] == 0
+        progressed = True
+        while progressed:  # skipped steps finish at once and may make others ready
+            progressed = False
+            for index in range(size):
+                ready = not done[index] and index not in busy and all(done[p] for p in loads.predecessors[index])
+                if ready and not runs[index]:
+                    done[index] = progressed = True
+                elif ready and len(busy) < workers:
+                    busy[index] = now + timing.seconds[index]
+                    progressed = progressed or timing.seconds[index] == 0
+        if busy and all(end > now for end in busy.values()):
+            now = min(busy.values())
+        elif not busy and not all(done):
+            raise AssertionError("stuck")
+    return now
+
+
+@st.composite
+def scheduled_plans(draw):
+    size = draw(st.integers(2, 7))
+    steps = []
+    for index in range(size):
+        deps = draw(st.lists(st.integers(0, index - 1), max_size=2, unique=True)) if index else []
+        steps.append((deps, draw(st.integers(0, 4)), draw(st.integers(0, 2))))
+    return steps, draw(st.integers(1, 3)), draw(st.integers(0, 25))
+
+
+@PROPERTY
+@given(scheduled_plans())
+def test_a_time_overrun_under_a_concurrency_limit_is_found_or_flagged_and_its_witness_replays(case):
+    """Over every timing with steps at their worst, at once, or succeeding at their first attempt
+    (enumerated): an overrun is always reported (an error with a schedule the runtime's own loop
+    reproduces, or Graham's warning), and an error is never reported without an overrun."""
+    steps, workers, minutes = case
+    lines = [f"plan g {{\n  budget {{ time <= {minutes}m }}"]
+    for index, (deps, length, retry) in enumerate(steps):
+        after = f" after {', '.join(f's{d}' for d in deps)}" if deps else ""
+        lines.append(f"  step s{index}{after} {{ call t.x() time {length}m retry {retry} }}")
+    text = "\n".join(lines) + "\n}\n"
+    policy = f"policy q {{ tool t.* {{ risk read_only }} limit concurrency <= {workers} }}"
+    ctx = context(text, policy)
+    report = budget.evaluate(ctx)
+    loads = report.loads
+    runs = [True] * len(loads)
+    choices = [[(loads.attempts[i], loads.seconds[i]), (loads.attempts[i], 0), (1, loads.seconds[i])]
+               for i in range(len(loads))]
+    longest = max(runtime_makespan(loads, runs, workers, budget_module.Timing(tuple(a for a, _ in timing),
+                                                                             tuple(t for _, t in timing)))
+                  for timing in itertools.product(*choices))
+    findings = [finding for finding in report.findings if finding.bound.figure == "time"]
+    if longest > minutes * 60:
+        assert findings, text
+    for finding in findings:
+        if finding.verdict == "exceeded" and finding.schedule is not None:
+            timing = finding.timing or budget_module.Timing.worst(loads)
+            assert runtime_makespan(loads, list(finding.worst.runs), workers, timing) == finding.schedule.makespan
+            assert finding.schedule.makespan > minutes * 60, text
 
 
 # -- bounds, limits, currencies --------------------------------------------------------------

@@ -9,7 +9,10 @@ with `attempts = retry + 1` and every attempt taking its step's whole time:
 - critical path = the longest path by attempts × seconds: the makespan with no concurrency
   limit, found by one pass in topological order (`finish[s] = own + max finish[pred]`);
 - `list_schedule`: the makespan with `workers` steps at a time when ready steps start in plan
-  order (a heap of finish times, a heap of ready steps keyed by plan position);
+  order, a failed attempt's step ready again (a heap of finish times, a heap of ready steps keyed
+  by plan position), for any `Timing` (attempts made, seconds each takes);
+- `longest_schedule`: a local search for a timing whose list schedule overruns a bound (shorter
+  steps can make a longer schedule);
 - `never_more_than`: whether m workers are never all busy with a step still waiting (a chain
   cover of the running steps by at most m chains), so the limit cannot bind;
 - `graham_bound`: W/m + (1 − 1/m)·L, an upper bound on the makespan of *every* list schedule
@@ -26,7 +29,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Sequence
+from typing import Iterable, Sequence
 
 # Steps the runtime runs at once when the policy sets no `limit concurrency`: the time bound
 # assumes as many, no more (a plan with more steps ready at once is bounded as under that limit).
@@ -127,11 +130,35 @@ def longest_through(loads: Loads, runs: Sequence[bool]) -> list[int]:
     return [before[i] + after[i] - own[i] for i in range(size)]
 
 
-def list_schedule(loads: Loads, runs: Sequence[bool], workers: int) -> Schedule:
+@dataclass(frozen=True)
+class Timing:
+    """How one execution's running steps behave: per step (topological order) the attempts it makes
+    (1 to `retry + 1`) and the seconds each attempt takes (0 to its `time`). A step's `time` only
+    bounds an attempt, and a retried step may succeed early: both are the adversary's to choose."""
+
+    attempts: tuple[int, ...]
+    seconds: tuple[int, ...]
+
+    @classmethod
+    def worst(cls, loads: Loads) -> "Timing":
+        """Every attempt is made and takes its whole time."""
+        return cls(loads.attempts, loads.seconds)
+
+    def shortened(self, loads: Loads) -> list[int]:
+        """The steps that make fewer attempts, or take less time, than their worst."""
+        return [index for index in range(len(loads))
+                if self.attempts[index] < loads.attempts[index] or self.seconds[index] < loads.seconds[index]]
+
+
+def list_schedule(loads: Loads, runs: Sequence[bool], workers: int, timing: Timing | None = None) -> Schedule:
     """Greedy list scheduling as the runtime does it: whenever a worker is free, start the ready step
-    first in topological order (`loads` is in that order)."""
-    own = step_times(loads, runs)
-    size = len(own)
+    first in topological order (`loads` is in that order); an attempt that fails puts its step back
+    among the ready ones, so its next attempt waits for a free worker like any other step. `starts`
+    has one entry per attempt."""
+    timing = timing or Timing.worst(loads)
+    size = len(loads)
+    left = list(timing.attempts)
+    seconds = timing.seconds
     waiting = [len(predecessors) for predecessors in loads.predecessors]
     successors: list[list[int]] = [[] for _ in range(size)]
     for index, predecessors in enumerate(loads.predecessors):
@@ -144,6 +171,10 @@ def list_schedule(loads: Loads, runs: Sequence[bool], workers: int) -> Schedule:
     now = 0
 
     def finish(index: int) -> None:
+        left[index] -= 1
+        if left[index] > 0:  # a failed attempt: the step is ready again
+            heapq.heappush(ready, index)
+            return
         for successor in successors[index]:
             waiting[successor] -= 1
             if waiting[successor] == 0:
@@ -154,13 +185,14 @@ def list_schedule(loads: Loads, runs: Sequence[bool], workers: int) -> Schedule:
             index = ready[0]
             if not runs[index]:  # a skipped step takes no worker and is done at once
                 heapq.heappop(ready)
+                left[index] = 1
                 finish(index)
                 continue
             if len(running) >= workers:
                 break
             heapq.heappop(ready)
-            starts.append((index, now, now + own[index]))
-            heapq.heappush(running, (now + own[index], index))
+            starts.append((index, now, now + seconds[index]))
+            heapq.heappush(running, (now + seconds[index], index))
         if not running:
             continue
         now, index = heapq.heappop(running)
@@ -168,6 +200,59 @@ def list_schedule(loads: Loads, runs: Sequence[bool], workers: int) -> Schedule:
         while running and running[0][0] == now:
             finish(heapq.heappop(running)[1])
     return Schedule(now, tuple(starts))
+
+
+def longest_schedule(loads: Loads, executions: Iterable[Sequence[bool]], workers: int, threshold: int,
+                     effort: int) -> tuple[int, Schedule, Timing]:
+    """A list schedule as long as can be found, of one of `executions`, to show that the runtime's
+    order can overrun `threshold` (the position of the execution, its schedule and its timing).
+    `executions` is read lazily: none past the first whose schedule is over the threshold.
+
+    A list schedule is not monotone (Graham 1969): a step that ends early, or a retry that is not
+    needed, can let other steps take the workers first and delay a long one, so the schedule with
+    every step at its worst is not the longest. The search: each execution with the worst timing,
+    then, from the longest, a local search over the running steps in topological order — a step's
+    attempts take no time, or it succeeds at its first attempt — keeping every change that lengthens
+    the schedule, pass after pass until none does, the schedule is over `threshold`, or `effort`
+    steps have been simulated in all. It finds what it finds: a schedule over the threshold is a
+    real execution; one within it proves nothing (Graham's bound decides the rest)."""
+    worst = Timing.worst(loads)
+    size = max(1, len(loads))
+    spent = 0
+    found: tuple[int, Schedule, Timing, Sequence[bool]] | None = None
+    for number, runs in enumerate(executions):
+        schedule = list_schedule(loads, runs, workers, worst)
+        spent += size
+        if found is None or schedule.makespan > found[1].makespan:
+            found = (number, schedule, worst, runs)
+        if found[1].makespan > threshold or spent >= effort:
+            return found[:3]
+    assert found is not None, "at least one execution"
+    number, best, timing, runs = found
+    attempts, seconds = list(worst.attempts), list(worst.seconds)
+    candidates = [index for index in range(len(loads)) if runs[index] and seconds[index] > 0]
+    lengthened = True
+    while lengthened and best.makespan <= threshold:
+        lengthened = False
+        for index in candidates:
+            variants = [(attempts[index], 0)] if seconds[index] else []
+            if attempts[index] > 1:
+                variants.append((1, seconds[index]))
+            for trial_attempts, trial_seconds in variants:
+                kept = attempts[index], seconds[index]
+                attempts[index], seconds[index] = trial_attempts, trial_seconds
+                trial = Timing(tuple(attempts), tuple(seconds))
+                schedule = list_schedule(loads, runs, workers, trial)
+                spent += size
+                if schedule.makespan > best.makespan:
+                    best, timing, lengthened = schedule, trial, True
+                    break
+                attempts[index], seconds[index] = kept
+                if spent >= effort:
+                    return number, best, timing
+            if best.makespan > threshold:
+                break
+    return number, best, timing
 
 
 _SEEN_THROUGH = 8  # nearest running predecessors a step that does not run passes on

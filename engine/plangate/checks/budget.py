@@ -30,10 +30,12 @@ into that many chains: `never_more_than`),
 the makespan is the critical path, decided exactly as above. When it binds, Graham's bound
 W/m + (1 − 1/m)·L bounds every schedule: within it, fine. Beyond it, no schedule is shorter than
 the longest path, so a critical path over the bound (decided exactly as above) is
-`budget-exceeded` with that path; else the list schedule that starts ready steps in topological
-order, as the runtime does, is simulated on the worst-work execution with worst times. If that
-schedule is over the bound: `budget-exceeded` with the schedule; if only Graham's bound is:
-`budget-exceeded` as a warning — the plan cannot be proven to finish in time.
+`budget-exceeded` with that path; else schedules in the runtime's order are searched for one over
+the bound (`budget.longest_schedule`: the worst-work execution and the other combinations of
+correlated branches with worst times, then steps ending early or retries not needed, which can
+lengthen a list schedule). One over the bound: `budget-exceeded` with the schedule; none found and
+only Graham's bound over: `budget-exceeded` as a warning — the plan cannot be proven to finish in
+time.
 
 `evaluate(ctx)` returns the findings with their witnesses as data (the tests replay them);
 `check(ctx)` renders them (and skips the figures when there is no policy and the plan states no
@@ -48,8 +50,8 @@ from decimal import Context, Decimal
 from fractions import Fraction
 from typing import Any, Callable, Iterator, Sequence
 
-from plangate.budget import (DEFAULT_WORKERS, Loads, Schedule, critical_path, graham_bound, list_schedule,
-                             never_more_than)
+from plangate.budget import (DEFAULT_WORKERS, Loads, Schedule, Timing, critical_path, graham_bound,
+                             longest_schedule, never_more_than)
 from plangate.cel.ast import to_source
 from plangate.cel.evaluate import value_source
 from plangate.checks.context import PlanContext
@@ -62,6 +64,10 @@ from plangate.source import Span
 
 DEFAULT_TIME_BOUND = 5.0
 LISTED = 8  # steps named in a note before "… and N more"
+# Steps simulated in all while looking for a schedule over a time bound (`budget.longest_schedule`),
+# and the executions (choices of correlated branches) it starts from.
+SCHEDULE_EFFORT = 200_000
+MAX_EXECUTIONS = 64
 
 
 @dataclass(frozen=True)
@@ -81,6 +87,7 @@ class Finding:
     workers: int | None = None  # the concurrency limit, when it binds
     schedule: Schedule | None = None
     graham: Fraction | None = None
+    timing: Timing | None = None  # how the schedule's steps behave, when not all at their worst
 
 
 @dataclass
@@ -164,10 +171,36 @@ def _time(ctx: PlanContext, branches: Branches, loads: Loads, bound: Bound) -> F
     critical = branches.critical(bound.value)  # no schedule is shorter than its longest path
     if critical.lower > bound.value:
         return Finding(bound, "exceeded", critical)
-    assert most.runs is not None
-    schedule = list_schedule(loads, most.runs, workers)
-    verdict = "exceeded" if schedule.makespan > bound.value else "unprovable"
-    return Finding(bound, verdict, most, workers, schedule, graham)
+    executions = [most]
+    number, schedule, timing = longest_schedule(
+        loads, (execution.runs or () for execution in _executions(branches, most, work, executions)),
+        workers, bound.value, SCHEDULE_EFFORT)
+    if schedule.makespan > bound.value:
+        return Finding(bound, "exceeded", executions[number], workers, schedule, graham, timing)
+    return Finding(bound, "unprovable", most, workers, schedule, graham, timing)
+
+
+def _executions(branches: Branches, most: Worst, work: Sequence[int], made: list[Worst]) -> Iterator[Worst]:
+    """`most` (the execution with the most work), then others for the schedule search, appended to
+    `made` as they are made: for each group of correlated branches, each of its other
+    combinations, the rest as in `most` (a branch with less work may still take longer, if its
+    steps cannot share the workers). At most `MAX_EXECUTIONS` in all."""
+    yield most
+    seen = {most.runs}
+    for group in branches.weight_groups():
+        if isinstance(group.combinations, str):
+            continue
+        for combination in group.combinations:
+            if len(made) == MAX_EXECUTIONS:
+                return
+            choice = {**most.choice, **combination}
+            runs = tuple(branches.runs_under(choice))
+            if runs in seen:
+                continue
+            seen.add(runs)
+            total = sum(weight for weight, running in zip(work, runs) if running)
+            made.append(Worst(total, total, runs, choice))
+            yield made[-1]
 
 
 # -- figures and bounds ------------------------------------------------------------------------
@@ -334,7 +367,8 @@ def _render(report: Report, finding: Finding) -> Diagnostic:
                 labels=bound.labels, severity=Severity.WARNING,
                 notes=[f"Graham's bound W/m + (1 − 1/m)·L with W = {_duration(worst.upper)} of work, "
                        f"m = {finding.workers} and L = the longest path",
-                       f"the list schedule in the runtime's order takes {_duration(finding.schedule.makespan)}", *notes],
+                       f"the longest schedule found in the runtime's order takes {_duration(finding.schedule.makespan)}",
+                       *notes],
                 help="raise the time budget, shorten steps, or raise `limit concurrency`")
         return diagnostic(
             "budget-exceeded", bound.span,
@@ -393,8 +427,12 @@ def _execution_notes(report: Report, finding: Finding) -> list[str]:
                      + f" = {_duration(worst.lower)}")
     elif finding.schedule is not None:
         notes.append(f"schedule with {finding.workers} at a time, ready steps started in topological order: "
-                     + _listed(finding.schedule.starts, ", ",
-                               lambda start: f"`{loads.steps[start[0]]}` {_duration(start[1])}–{_duration(start[2])}"))
+                     + _listed(_numbered(finding.schedule.starts), ", ",
+                               lambda start: f"`{loads.steps[start[0]]}`{start[3]} {_duration(start[1])}–{_duration(start[2])}"))
+        if finding.timing is not None and finding.timing.shortened(loads):
+            notes.append("in this execution, steps end before their worst (their `time` bounds an attempt, and "
+                         "a retried step may succeed early), which lets others take the workers first: "
+                         + _listed(finding.timing.shortened(loads), ", ", lambda i: _shortened(loads, finding.timing, i)))
     else:
         running = [i for i in range(len(loads)) if runs[i]]
         charge = (lambda i: loads.attempts[i] * loads.cost[i]) if figure == "cost" else (lambda i: loads.attempts[i])
@@ -409,6 +447,28 @@ def _execution_notes(report: Report, finding: Finding) -> list[str]:
     if worst.reason is not None:
         notes.append(f"conditions left open ({worst.reason}) are taken not to hold; the worst case may be higher")
     return notes
+
+
+def _numbered(starts: Sequence[tuple[int, int, int]]) -> list[tuple[int, int, int, str]]:
+    """Each attempt of a schedule with " (attempt N)" after the first of its step."""
+    made: dict[int, int] = {}
+    numbered = []
+    for step, start, end in starts:
+        made[step] = made.get(step, 0) + 1
+        numbered.append((step, start, end, f" (attempt {made[step]})" if made[step] > 1 else ""))
+    return numbered
+
+
+def _shortened(loads: Loads, timing: Timing | None, index: int) -> str:
+    assert timing is not None
+    attempts, seconds = timing.attempts[index], timing.seconds[index]
+    parts = []
+    if attempts < loads.attempts[index]:
+        parts.append(f"{attempts} attempt{'s' if attempts != 1 else ''} of {loads.attempts[index]}")
+    if seconds < loads.seconds[index]:
+        parts.append(f"{_duration(seconds)} of its {_duration(loads.seconds[index])}"
+                     + (" each" if attempts > 1 else ""))
+    return f"`{loads.steps[index]}` ({', '.join(parts)})"
 
 
 def _listed(items: Sequence[Any], separator: str, describe: Callable[[Any], str] = str) -> str:
