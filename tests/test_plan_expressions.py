@@ -151,6 +151,14 @@ def test_numbers_past_what_can_be_counted_are_invalid_values_not_crashes():
     assert found.count("invalid-value") == 2 and "internal-error" not in found
 
 
+def test_a_within_too_long_to_count_is_one_diagnostic_not_also_an_approval_that_expires_at_once():
+    found = diagnostics('plan p {\n  step a { call t.x() approval by role "o" within 9999999999999999d }\n'
+                        '  step b { call t.x() approval by role "o" within 000s }\n}\n')
+    assert [(d.name, d.message) for d in found if d.name == "invalid-value"] == [
+        ("invalid-value", "the duration `9999999999999999d` is too long to count"),
+        ("invalid-value", "an approval `within 000s` expires at once")]
+
+
 def test_a_constant_argument_holding_a_nan_or_an_infinity_cannot_reach_a_tool():
     found = diagnostics('plan p {\n  step a { call t.x(v: double("NaN"), w: [1.0, -double("inf")], u: 1.5) }\n}\n')
     assert [(d.name, d.message.split("`")[1]) for d in found] == [

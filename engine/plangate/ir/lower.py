@@ -387,7 +387,8 @@ class Lowering(Transformer):
         keyword, count, role, within = children
         count_value = 1 if count is None else (self._whole(count, "an approver count", 1) or 1)
         duration = self._duration(within) if within is not None else None
-        if duration is not None and duration.seconds == 0:
+        # Zero as written (a duration too long to count is reported as that, and reads as 0 too).
+        if duration is not None and not duration.text.rstrip("msdh").strip("0"):
             self._report("invalid-value", duration.span, f"an approval `within {duration.text}` expires at once",
                          help="give it a time to be used, such as `within 15m`")
         last = within if within is not None else role
