@@ -1,4 +1,6 @@
-"""`empty-plan`, `missing-call`: a plan needs steps, and every step one `call`."""
+"""`empty-plan`, `missing-call`, `reserved-step-id`: a plan needs steps, every step one `call`, and
+an id that its references can name: in an expression `result` is a step's own result and `true`,
+`false`, `null` are constants, so `true.result.v` could never reach a step named `true`."""
 
 from __future__ import annotations
 
@@ -7,6 +9,13 @@ from typing import Iterator
 from plangate.checks.context import PlanContext
 from plangate.diagnostics import Diagnostic, diagnostic
 
+RESERVED = {
+    "result": "in an expression, `result` is a step's own result",
+    "true": "in an expression, `true` is the bool constant",
+    "false": "in an expression, `false` is the bool constant",
+    "null": "in an expression, `null` is the null constant",
+}
+
 
 def check(ctx: PlanContext) -> Iterator[Diagnostic]:
     plan = ctx.plan
@@ -14,6 +23,11 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
         yield diagnostic("empty-plan", plan.id_span, f"plan `{plan.id}` has no steps",
                          help="add a `step name { call tool(…) }`")
     for step in plan.steps:
+        reserved = RESERVED.get(step.id)
+        if reserved is not None:
+            yield diagnostic("reserved-step-id", step.id_span,
+                             f"`{step.id}` cannot be a step id: {reserved}, so no reference could name the step",
+                             help=f"give the step another id, such as `{step.id}_step`")
         if step.call is None:
             yield diagnostic("missing-call", step.id_span, f"{step.kind} `{step.id}` has no `call`",
                              help="say what the step does: `call tool.name(arg: value)`")

@@ -49,6 +49,7 @@ CODES: tuple[Code, ...] = (
     Code("PG112", "unknown-risk", "error", "a risk names no risk class"),
     Code("PG113", "invalid-value", "error", "a number, duration or amount is out of its range"),
     Code("PG114", "duplicate-plan", "warning", "two plans with one id are checked together"),
+    Code("PG115", "reserved-step-id", "error", "a step id that an expression cannot name"),
     # 2xx: policy structure
     Code("PG201", "duplicate-tool", "error", "two catalogue entries have the same pattern"),
     Code("PG202", "malformed-pattern", "error", "a tool pattern is not a dotted name with an optional `.*`"),
