@@ -246,6 +246,13 @@ def test_json_span_points_at_the_offending_name(files: Path, capsys: pytest.Capt
     assert item["span"] == {"start": {"line": 3, "column": 20}, "end": {"line": 3, "column": 25}}
 
 
+def test_a_byte_order_mark_is_no_column_of_line_1(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (files / "bom.plan").write_bytes("\ufeffplan p { step s after nope { call t.x() } }\n".encode("utf-8"))
+    _, out, _ = run(capsys, "check", "bom.plan", "--format", "json")
+    (item,) = [d for d in json.loads(out)["diagnostics"] if d["name"] == "unknown-step"]
+    assert item["span"] == {"start": {"line": 1, "column": 23}, "end": {"line": 1, "column": 27}}
+
+
 # ---------------------------------------------------------------------------------- the examples
 
 def test_readme_quick_start_command_is_clean(capsys: pytest.CaptureFixture[str],

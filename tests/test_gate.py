@@ -7,6 +7,7 @@ as a call, gets the decision the block expects — the gate and `plangate test` 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -128,6 +129,23 @@ def test_a_bytes_argument_may_be_given_as_its_text_which_the_rules_see_as_its_ut
     assert blobs.decide("up.load", {"blob": "evil"}).denied_by == ["big", "magic"]
     refused = blobs.decide("up.load", {"blob": 7})
     assert refused.reasons == ["argument `blob` of `up.load` must be `bytes`, but it is the int `7`"]
+
+
+def test_limit_approval_within_caps_every_approval_the_gate_asks_for_as_the_runtime_does():
+    capped = Gate.from_sources([("c.policy", """policy c {
+      tool dns.route { risk external_write }
+      require approval when step.risk >= external_write by role "operator" within 1h
+      require approval when step.risk >= external_write by role "sre"
+      limit approval_within <= 30m
+    }""")])
+    needs = {need.role: need.within_seconds for need in capped.decide("dns.route", {}).approvals}
+    assert needs == {"operator": 1800, "sre": 1800}
+
+
+def test_one_policy_path_may_be_given_as_bytes(tmp_path):
+    path = tmp_path / "b.policy"
+    path.write_text("policy b { tool a.b { risk read_only } }", encoding="utf-8")
+    assert Gate.from_files(os.fsencode(path)).decide("a.b", {}).allowed
 
 
 def test_unknown_tools_and_declared_risk(gate):

@@ -3,7 +3,8 @@
 The public API (loaded lazily so that `plangate --version` stays fast):
 
 - `check(plan_paths, policy_paths)` / `check_sources(...)`: the static checker (`plangate.driver`)
-- `compile_policy(paths)`: a frozen, hashed `CompiledPolicy`
+- `compile_policy(paths)`: `(CompiledPolicy | None, CheckResult)`: the frozen, hashed policy (None
+  when a policy has an error) and the diagnostics of compiling it
 - `Runtime`: the interpreter that executes a plan under a compiled policy
 - `tool`: the decorator that registers a Python function as a plan tool
 - `Gate`: the pre-execution gate for agent runtimes: `Gate.from_files(policies).decide(tool, args)`

@@ -110,7 +110,7 @@ def decode_source(name: str, data: bytes) -> SourceFile | Diagnostic:
                           f"the file is not UTF-8 text: byte `0x{data[error.start]:02x}` at line {line}, column {column}",
                           help="save the file as UTF-8")
     if text.startswith("\ufeff"):
-        text = " " + text[1:]  # keep offsets: the byte-order mark becomes a space
+        text = text[1:]  # a byte-order mark is no character of the text: columns on line 1 count without it
     if "\0" in text:
         offset = text.index("\0")
         return diagnostic("unreadable-input", Span(name, offset, offset + 1),

@@ -28,7 +28,7 @@ in the decision. `check_plan` runs the static checker on a plan text under the s
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
 from plangate.diagnostics import Diagnostic, Severity
@@ -90,10 +90,10 @@ class Gate:
         self._sources = list(sources)
 
     @classmethod
-    def from_files(cls, paths: Sequence[str | os.PathLike[str]] | str | os.PathLike[str]) -> "Gate":
+    def from_files(cls, paths: Sequence[str | bytes | os.PathLike[str]] | str | bytes | os.PathLike[str]) -> "Gate":
         """Policies read from files (one path may be given as itself); `GateError` when any cannot
         be read or has an error."""
-        if isinstance(paths, (str, os.PathLike)):
+        if isinstance(paths, (str, bytes, os.PathLike)):
             paths = [paths]
         problems: list[Diagnostic] = []
         sources = read_sources(paths, problems)
@@ -186,6 +186,11 @@ class Gate:
                                           requirement.describe())
             elif kind != "check" and requirement.kind not in decision.requires:
                 decision.requires.append(requirement.kind)  # a check only observes: approvals alone
+        cap = self.policy.limit("approval_within")  # as the runtime caps the expiry of every approval
+        if cap is not None and cap.seconds is not None:
+            for role, need in needs.items():
+                within = need.within_seconds
+                needs[role] = replace(need, within_seconds=cap.seconds if within is None else min(within, cap.seconds))
         decision.approvals = list(needs.values())
         decision.allowed = not decision.reasons
         return decision

@@ -39,9 +39,10 @@ def limit_text(limit: LimitValue) -> str:
     return f"`limit {limit.name} <= {limit.text()}` of policy `{limit.policy}`"
 
 
-def currency_mismatch(span: Span, what: str, money: str, other: str, other_span: Span) -> Diagnostic:
+def currency_mismatch(span: Span, what: str, money: str, other: str, other_span: Span,
+                      other_label: str | None = None) -> Diagnostic:
     return diagnostic("currency-mismatch", span, f"{what} (`{money}`) cannot be compared with `{other}`",
-                      labels=[Label(other_span, f"`{other}` is here")],
+                      labels=[Label(other_span, other_label or f"`{other}` is here")],
                       help="state both amounts in one currency")
 
 
@@ -65,7 +66,9 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
             meets, currency = shared_currency(high.currency, entry.currency)
             if not meets:
                 cap = money_text(entry.cost_cap, entry.currency)
-                yield currency_mismatch(high.span, f"the cost of step `{step.id}`", str(high), cap, entry.cost_source()[1])
+                pattern, where = entry.cost_source()  # the entry, not the amount: it keeps no span of its cap
+                yield currency_mismatch(high.span, f"the cost of step `{step.id}`", str(high), cap, where,
+                                        f"`{pattern}` caps its cost at `{cap}`")
             elif high.amount > entry.cost_cap:
                 pattern, where = entry.cost_source()
                 yield diagnostic(
