@@ -375,33 +375,36 @@ def test_a_retried_step_waits_for_a_worker_again_as_at_run_time():
 
 
 def runtime_makespan(loads, runs, workers: int, timing) -> int:
-    """The runtime's loop (`Runtime.advance`), simulated second by second and written apart from
-    `list_schedule`: after the calls that end at a moment are recorded, ready steps start in
-    topological order while workers are free; a failed attempt makes its step ready again."""
+    """The runtime's loop (`Runtime.advance`), written apart from `list_schedule`: in passes over the
+    ready steps in topological order, each starts while a worker is free; a step that does not run
+    is done at once, and a pass that skipped one is followed by another before waiting; then the
+    calls that end first are recorded. A failed attempt makes its step ready again."""
     size = len(loads)
     left = list(timing.attempts)
     done = [False] * size
-    busy: dict[int, int] = {}  # step → end
+    busy: dict[int, int] = {}  # step → end of its attempt
     now = 0
     while not all(done):
+        settled = True
+        while settled:
+            settled = False
+            candidates = [index for index in range(size) if not done[index] and index not in busy
+                          and all(done[p] for p in loads.predecessors[index])]
+            for index in candidates:
+                if len(busy) >= workers:
+                    break
+                if not runs[index]:
+                    done[index] = settled = True
+                    continue
+                busy[index] = now + timing.seconds[index]
+        if not busy:
+            assert all(done), "stuck"
+            break
+        now = min(busy.values())
         for index in [index for index, end in busy.items() if end == now]:
             del busy[index]
             left[index] -= 1
             done[index] = left[index] == 0
-        progressed = True
-        while progressed:  # skipped steps finish at once and may make others ready
-            progressed = False
-            for index in range(size):
-                ready = not done[index] and index not in busy and all(done[p] for p in loads.predecessors[index])
-                if ready and not runs[index]:
-                    done[index] = progressed = True
-                elif ready and len(busy) < workers:
-                    busy[index] = now + timing.seconds[index]
-                    progressed = progressed or timing.seconds[index] == 0
-        if busy and all(end > now for end in busy.values()):
-            now = min(busy.values())
-        elif not busy and not all(done):
-            raise AssertionError("stuck")
     return now
 
 
@@ -411,7 +414,7 @@ def scheduled_plans(draw):
     steps = []
     for index in range(size):
         deps = draw(st.lists(st.integers(0, index - 1), max_size=2, unique=True)) if index else []
-        steps.append((deps, draw(st.integers(0, 4)), draw(st.integers(0, 2))))
+        steps.append((deps, draw(st.integers(0, 4)), draw(st.integers(0, 2)), draw(st.booleans()) and draw(st.booleans())))
     return steps, draw(st.integers(1, 3)), draw(st.integers(0, 25))
 
 
@@ -423,15 +426,17 @@ def test_a_time_overrun_under_a_concurrency_limit_is_found_or_flagged_and_its_wi
     reproduces, or Graham's warning), and an error is never reported without an overrun."""
     steps, workers, minutes = case
     lines = [f"plan g {{\n  budget {{ time <= {minutes}m }}"]
-    for index, (deps, length, retry) in enumerate(steps):
+    for index, (deps, length, retry, skipped) in enumerate(steps):
         after = f" after {', '.join(f's{d}' for d in deps)}" if deps else ""
-        lines.append(f"  step s{index}{after} {{ call t.x() time {length}m retry {retry} }}")
+        when = " when 1 > 2" if skipped else ""  # a step that never runs: done at once, with no worker
+        lines.append(f"  step s{index}{after} {{ call t.x() time {length}m retry {retry}{when} }}")
     text = "\n".join(lines) + "\n}\n"
     policy = f"policy q {{ tool t.* {{ risk read_only }} limit concurrency <= {workers} }}"
     ctx = context(text, policy)
     report = budget.evaluate(ctx)
     loads = report.loads
-    runs = [True] * len(loads)
+    never = {f"s{index}" for index, (_, _, _, skipped) in enumerate(steps) if skipped}
+    runs = [step_id not in never for step_id in loads.steps]
     choices = [[(loads.attempts[i], loads.seconds[i]), (loads.attempts[i], 0), (1, loads.seconds[i])]
                for i in range(len(loads))]
     longest = max(runtime_makespan(loads, runs, workers, budget_module.Timing(tuple(a for a, _ in timing),

@@ -428,6 +428,14 @@ def test_an_entry_that_repeats_its_pattern_is_a_rewrite(tmp_path, capsys):
     assert code == 0 and subjects(report) == [("rewritten", "tool deploy.preview")]
 
 
+def test_a_star_entry_that_changes_every_other_tools_risk_is_said_once(tmp_path, capsys):
+    old = policy("tool a.read { risk read_only }\nunknown_tools warn")
+    code, report, _ = diff(tmp_path, capsys, old, policy("tool a.read { risk read_only }\nunknown_tools warn\n"
+                                                         "tool * { risk read_only }"))
+    assert code == 1 and [(c["kind"], c["text"]) for c in report["changes"]] == [
+        ("loosened", "any other tool risk `none` → `read_only` (OLD by no entry, NEW by `*`)")]
+
+
 def test_an_admitted_unknown_tool_given_an_entry_changes_its_risk(tmp_path, capsys):
     """Under `unknown_tools warn` an uncatalogued tool is allowed and has no risk class (the
     highest); an entry that rates it `read_only` lowers it."""

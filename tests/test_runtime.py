@@ -663,6 +663,61 @@ def test_a_step_after_a_rerun_step_through_a_kept_one_waits_and_the_check_verifi
     assert [record.body["kept"] for record in recheck] == [False]
 
 
+def test_a_check_of_a_step_whose_new_call_failed_is_cancelled_not_kept(box):
+    toolbox, runtime = box
+    body = """
+  step a { call t.write(name: "%s") risk reversible_write idempotency "a" }
+  check ca after a { call t.read(key: "ca") }
+  step b after ca { call t.send(to: "ops") idempotency "b" approval by role "operator" }
+"""
+    run = start_plan(runtime, body % "a1")
+    runtime.advance(run)
+    runtime.new_version(run, plan_text(body % "a2", version=2), "t.plan")
+    toolbox.failures["a2"] = 1
+    runtime.approve(run, "b", "olga", "operator")
+    report = runtime.advance(run)
+    assert report.state == "failed"
+    assert {step: report.steps[step]["state"] for step in ("a", "ca", "b")} == {
+        "a": "failed", "ca": "cancelled", "b": "cancelled"}
+    assert [call[0] for call in toolbox.calls] == ["t.write", "t.read", "t.write"]  # no t.send
+
+
+def test_a_plan_version_recorded_before_steps_were_held_back_through_after_folds_as_it_ran(box):
+    """A `plan_version` record without `hold` (as an earlier plangate wrote it) holds back readers
+    only, so a run recorded then reads as it ran; one with it holds back followers too."""
+    _, runtime = box
+    body = """
+  step a { call t.write(name: "%s") risk reversible_write idempotency "a" }
+  check ca after a { call t.read(key: "ca") }
+  step n { call t.send(to: "ops") idempotency "n" approval by role "operator" }
+"""
+    run = start_plan(runtime, body % "a1")
+    assert runtime.advance(run).state == "paused"
+    older = {"plan_hash": "sha256:" + "0" * 64, "plan_version": 2, "plan_text": plan_text(body % "a2", version=2),
+             "plan_file": "t.plan"}
+    runtime.journal.append(run, "plan_version", older)
+    view = runtime.view(run)
+    assert "ca" not in view.recheck and view.states["ca"] == "succeeded" and "a" not in view.states
+    runtime.new_version(run, plan_text(body % "a3", version=3), "t.plan")
+    assert kinds(runtime, run, "plan_version")[-1].body["hold"] == "followers"
+    assert "ca" in runtime.view(run).recheck
+
+
+def test_a_run_recorded_before_a_check_that_now_refuses_its_plan_can_still_be_read(box, monkeypatch):
+    from plangate.checks import step_shape
+    from plangate.runtime import host
+
+    _, runtime = box
+    monkeypatch.setattr(step_shape, "RESERVED", {})  # as plangate was before `reserved-step-id`
+    run = start_plan(runtime, '  step result { call t.read(key: "r") }')
+    monkeypatch.undo()
+    host._load_checked.cache_clear()
+    assert runtime.advance(run).state == "succeeded"
+    assert runtime.view(run).states["result"] == "succeeded"
+    with pytest.raises(host.RunError, match="reserved-step-id"):
+        start_plan(runtime, '  step result { call t.read(key: "r") }')
+
+
 def test_a_step_after_a_kept_step_whose_predecessors_are_kept_too_is_not_held_back(box):
     toolbox, runtime = box
     body = """

@@ -151,10 +151,12 @@ class Timing:
 
 
 def list_schedule(loads: Loads, runs: Sequence[bool], workers: int, timing: Timing | None = None) -> Schedule:
-    """Greedy list scheduling as the runtime does it: whenever a worker is free, start the ready step
-    first in topological order (`loads` is in that order); an attempt that fails puts its step back
-    among the ready ones, so its next attempt waits for a free worker like any other step. `starts`
-    has one entry per attempt."""
+    """Greedy list scheduling as the runtime does it (`Runtime.advance`): in passes over the ready
+    steps in topological order (`loads` is in that order), each starts while a worker is free; a
+    step that does not run is done at once, and the steps it frees are candidates of the next pass
+    (made at once, before waiting on a call); after calls end, a new pass. An attempt that fails puts
+    its step back among the ready ones, so its next attempt waits for a free worker like any other
+    step. `starts` has one entry per attempt."""
     timing = timing or Timing.worst(loads)
     size = len(loads)
     left = list(timing.attempts)
@@ -166,11 +168,12 @@ def list_schedule(loads: Loads, runs: Sequence[bool], workers: int, timing: Timi
             successors[predecessor].append(index)
     ready = [i for i in range(size) if waiting[i] == 0]
     heapq.heapify(ready)
+    freed: list[int] = []  # made ready by a step that did not run, during a pass: the next pass's
     running: list[tuple[int, int]] = []  # (end, step)
     starts: list[tuple[int, int, int]] = []
     now = 0
 
-    def finish(index: int) -> None:
+    def finish(index: int, into: list[int]) -> None:
         left[index] -= 1
         if left[index] > 0:  # a failed attempt: the step is ready again
             heapq.heappush(ready, index)
@@ -178,56 +181,78 @@ def list_schedule(loads: Loads, runs: Sequence[bool], workers: int, timing: Timi
         for successor in successors[index]:
             waiting[successor] -= 1
             if waiting[successor] == 0:
-                heapq.heappush(ready, successor)
+                into.append(successor)
+
+    def release(found: list[int]) -> None:
+        for index in found:
+            heapq.heappush(ready, index)
+        found.clear()
 
     while ready or running:
-        while ready:
-            index = ready[0]
-            if not runs[index]:  # a skipped step takes no worker and is done at once
-                heapq.heappop(ready)
-                left[index] = 1
-                finish(index)
-                continue
-            if len(running) >= workers:
-                break
-            heapq.heappop(ready)
-            starts.append((index, now, now + seconds[index]))
-            heapq.heappush(running, (now + seconds[index], index))
+        skipped = True
+        while skipped:  # the passes made before waiting on a call
+            skipped = False
+            while ready and len(running) < workers:
+                index = heapq.heappop(ready)
+                if not runs[index]:  # a skipped step takes no worker and is done at once
+                    left[index] = 1
+                    finish(index, freed)
+                    skipped = True
+                    continue
+                starts.append((index, now, now + seconds[index]))
+                heapq.heappush(running, (now + seconds[index], index))
+            release(freed)
         if not running:
             continue
         now, index = heapq.heappop(running)
-        finish(index)
+        finish(index, freed)
         while running and running[0][0] == now:
-            finish(heapq.heappop(running)[1])
+            finish(heapq.heappop(running)[1], freed)
+        release(freed)
     return Schedule(now, tuple(starts))
 
 
+@dataclass
+class Effort:
+    """Attempts the schedule search may still simulate; one for all the time bounds of a check."""
+
+    left: int
+
+    def take(self, attempts: int) -> bool:
+        if attempts > self.left:
+            return False
+        self.left -= attempts
+        return True
+
+
 def longest_schedule(loads: Loads, executions: Iterable[Sequence[bool]], workers: int, threshold: int,
-                     effort: int) -> tuple[int, Schedule, Timing]:
+                     effort: Effort) -> tuple[int, Schedule, Timing] | None:
     """A list schedule as long as can be found, of one of `executions`, to show that the runtime's
-    order can overrun `threshold` (the position of the execution, its schedule and its timing).
-    `executions` is read lazily: none past the first whose schedule is over the threshold.
+    order can overrun `threshold` (the position of the execution, its schedule and its timing);
+    None when `effort` does not cover one simulation. `executions` is read lazily: none past the
+    first whose schedule is over the threshold.
 
     A list schedule is not monotone (Graham 1969): a step that ends early, or a retry that is not
     needed, can let other steps take the workers first and delay a long one, so the schedule with
     every step at its worst is not the longest. The search: each execution with the worst timing,
     then, from the longest, a local search over the running steps in topological order — a step's
-    attempts take no time, or it succeeds at its first attempt — keeping every change that lengthens
-    the schedule, pass after pass until none does, the schedule is over `threshold`, or `effort`
-    steps have been simulated in all. It finds what it finds: a schedule over the threshold is a
-    real execution; one within it proves nothing (Graham's bound decides the rest)."""
+    attempts take no time, or it succeeds at its first attempt — keeping every change that
+    lengthens the schedule, pass after pass until none does, the schedule is over `threshold`, or
+    `effort` is spent (each simulation costs the attempts it makes). It finds what it finds: a
+    schedule over the threshold is a real execution; one within it proves nothing (Graham's bound
+    decides the rest)."""
     worst = Timing.worst(loads)
-    size = max(1, len(loads))
-    spent = 0
     found: tuple[int, Schedule, Timing, Sequence[bool]] | None = None
     for number, runs in enumerate(executions):
+        if not effort.take(sum(attempts for attempts, running in zip(worst.attempts, runs) if running)):
+            break
         schedule = list_schedule(loads, runs, workers, worst)
-        spent += size
         if found is None or schedule.makespan > found[1].makespan:
             found = (number, schedule, worst, runs)
-        if found[1].makespan > threshold or spent >= effort:
-            return found[:3]
-    assert found is not None, "at least one execution"
+        if found[1].makespan > threshold:
+            break
+    if found is None:
+        return None
     number, best, timing, runs = found
     attempts, seconds = list(worst.attempts), list(worst.seconds)
     candidates = [index for index in range(len(loads)) if runs[index] and seconds[index] > 0]
@@ -241,15 +266,15 @@ def longest_schedule(loads: Loads, executions: Iterable[Sequence[bool]], workers
             for trial_attempts, trial_seconds in variants:
                 kept = attempts[index], seconds[index]
                 attempts[index], seconds[index] = trial_attempts, trial_seconds
+                if not effort.take(sum(made for made, running in zip(attempts, runs) if running)):
+                    attempts[index], seconds[index] = kept
+                    return number, best, timing
                 trial = Timing(tuple(attempts), tuple(seconds))
                 schedule = list_schedule(loads, runs, workers, trial)
-                spent += size
                 if schedule.makespan > best.makespan:
                     best, timing, lengthened = schedule, trial, True
                     break
                 attempts[index], seconds[index] = kept
-                if spent >= effort:
-                    return number, best, timing
             if best.makespan > threshold:
                 break
     return number, best, timing

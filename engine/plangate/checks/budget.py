@@ -50,7 +50,7 @@ from decimal import Context, Decimal
 from fractions import Fraction
 from typing import Any, Callable, Iterator, Sequence
 
-from plangate.budget import (DEFAULT_WORKERS, Loads, Schedule, Timing, critical_path, graham_bound,
+from plangate.budget import (DEFAULT_WORKERS, Effort, Loads, Schedule, Timing, critical_path, graham_bound,
                              longest_schedule, never_more_than)
 from plangate.cel.ast import to_source
 from plangate.cel.evaluate import value_source
@@ -64,8 +64,8 @@ from plangate.source import Span
 
 DEFAULT_TIME_BOUND = 5.0
 LISTED = 8  # steps named in a note before "… and N more"
-# Steps simulated in all while looking for a schedule over a time bound (`budget.longest_schedule`),
-# and the executions (choices of correlated branches) it starts from.
+# Attempts simulated in all, for all the time bounds of one plan, while looking for a schedule over a
+# bound (`budget.longest_schedule`), and the executions (choices of correlated branches) it starts from.
 SCHEDULE_EFFORT = 200_000
 MAX_EXECUTIONS = 64
 
@@ -88,6 +88,7 @@ class Finding:
     schedule: Schedule | None = None
     graham: Fraction | None = None
     timing: Timing | None = None  # how the schedule's steps behave, when not all at their worst
+    work: int | None = None  # Graham's W: the most work of any execution (the witness may have less)
 
 
 @dataclass
@@ -138,8 +139,9 @@ def evaluate(ctx: PlanContext) -> Report:
             verdict = _verdict(worst, bound.value)
             if verdict is not None:
                 report.findings.append(Finding(bound, verdict, worst))
+    effort = Effort(SCHEDULE_EFFORT)
     for bound in (bound for bound in bounds if bound.figure == "time"):
-        finding = _time(ctx, branches, loads, bound)
+        finding = _time(ctx, branches, loads, bound, effort)
         if finding is not None:
             report.findings.append(finding)
     return report
@@ -151,7 +153,7 @@ def _verdict(worst: Worst, bound: int) -> str | None:
     return "exceeded" if worst.lower > bound else "unknown"
 
 
-def _time(ctx: PlanContext, branches: Branches, loads: Loads, bound: Bound) -> Finding | None:
+def _time(ctx: PlanContext, branches: Branches, loads: Loads, bound: Bound, effort: Effort) -> Finding | None:
     limit = ctx.policy.limit("concurrency") if ctx.policy is not None else None
     workers = max(1, limit.count) if limit is not None and limit.count is not None else DEFAULT_WORKERS
     if sum(branches.possible_runs()) <= workers or never_more_than(loads, branches.possible_runs(), workers):
@@ -172,12 +174,14 @@ def _time(ctx: PlanContext, branches: Branches, loads: Loads, bound: Bound) -> F
     if critical.lower > bound.value:
         return Finding(bound, "exceeded", critical)
     executions = [most]
-    number, schedule, timing = longest_schedule(
+    found = longest_schedule(
         loads, (execution.runs or () for execution in _executions(branches, most, work, executions)),
-        workers, bound.value, SCHEDULE_EFFORT)
-    if schedule.makespan > bound.value:
-        return Finding(bound, "exceeded", executions[number], workers, schedule, graham, timing)
-    return Finding(bound, "unprovable", most, workers, schedule, graham, timing)
+        workers, bound.value, effort)
+    if found is None:  # more attempts than the search simulates: Graham's bound alone
+        return Finding(bound, "unprovable", most, workers, None, graham, None, most.upper)
+    number, schedule, timing = found
+    verdict = "exceeded" if schedule.makespan > bound.value else "unprovable"
+    return Finding(bound, verdict, executions[number], workers, schedule, graham, timing, most.upper)
 
 
 def _executions(branches: Branches, most: Worst, work: Sequence[int], made: list[Worst]) -> Iterator[Worst]:
@@ -357,19 +361,21 @@ def _render(report: Report, finding: Finding) -> Diagnostic:
     if figure == "cost" and report.excluded:
         notes.append("not counted: " + _listed([f"`{step}`" for step in report.excluded], ", ")
                      + ", whose cost is in another currency (see `currency-mismatch`): the plan can cost more")
+    if finding.verdict == "unprovable":
+        assert finding.workers is not None and finding.graham is not None and finding.work is not None
+        searched = (f"the longest schedule found in the runtime's order takes {_duration(finding.schedule.makespan)}"
+                    if finding.schedule is not None else
+                    f"no schedule was simulated: its attempts are more than the {SCHEDULE_EFFORT:,} the checker simulates")
+        return diagnostic(
+            "budget-exceeded", bound.span,
+            f"cannot prove the plan finishes within {bound.described}: with {_at_a_time(finding.workers)} "
+            f"Graham's bound is `{_duration(finding.graham)}`",
+            labels=bound.labels, severity=Severity.WARNING,
+            notes=[f"Graham's bound W/m + (1 − 1/m)·L with W = {_duration(finding.work)} of work, "
+                   f"m = {finding.workers} and L = the longest path", searched, *notes],
+            help="raise the time budget, shorten steps, or raise `limit concurrency`")
     if finding.schedule is not None:
-        assert finding.workers is not None and finding.graham is not None
-        if finding.verdict == "unprovable":
-            return diagnostic(
-                "budget-exceeded", bound.span,
-                f"cannot prove the plan finishes within {bound.described}: with {_at_a_time(finding.workers)} "
-                f"Graham's bound is `{_duration(finding.graham)}`",
-                labels=bound.labels, severity=Severity.WARNING,
-                notes=[f"Graham's bound W/m + (1 − 1/m)·L with W = {_duration(worst.upper)} of work, "
-                       f"m = {finding.workers} and L = the longest path",
-                       f"the longest schedule found in the runtime's order takes {_duration(finding.schedule.makespan)}",
-                       *notes],
-                help="raise the time budget, shorten steps, or raise `limit concurrency`")
+        assert finding.workers is not None
         return diagnostic(
             "budget-exceeded", bound.span,
             f"with {_at_a_time(finding.workers)} the plan can take `{_duration(finding.schedule.makespan)}`, "
@@ -421,7 +427,9 @@ def _execution_notes(report: Report, finding: Finding) -> list[str]:
     assert worst.runs is not None and branches is not None
     runs = worst.runs
     figure = finding.bound.figure
-    notes = []
+    notes: list[str] = []
+    if finding.verdict == "unprovable" and finding.schedule is None:
+        return notes  # no execution was simulated: there is none to describe
     if figure == "time" and finding.schedule is None:
         notes.append("critical path: " + _listed(worst.path, " → ", lambda i: _time_charge(loads, i))
                      + f" = {_duration(worst.lower)}")

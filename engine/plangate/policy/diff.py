@@ -1102,14 +1102,14 @@ def _catalogue(old: CompiledPolicy, new: CompiledPolicy, changes: list[Change], 
     that policy admits it (`unknown_tools warn`: no risk, no caps); where it denies it, the allow
     comparison speaks of it. Entries added or removed that change none of this, nor what is
     allowed, are `rewritten`."""
-    differing: set[str] = set()
+    differing: set[str] = set()  # the patterns of the entries whose facts differ
     for tool_class in tool_classes(old, new):
         a, b = tool_class.entry(old), tool_class.entry(new)
         if (a is None and (b is None or old.unknown_tools != "warn")) or (b is None and new.unknown_tools != "warn"):
             continue
         found = _entry_changes(tool_class.label, a, b, allow_differs)
         if found:
-            differing.add(tool_class.label)
+            differing.update(entry.pattern for entry in (a, b) if entry is not None)
             changes.extend(found)
     if not allow_differs:
         before = {entry.pattern for entry in old.catalogue}

@@ -36,9 +36,10 @@ A new plan version (a `plan_version` record) replaces the plan in the fold; `_re
 each step keeps: an unknown outcome always (until settled; if its call changed or the step was
 dropped, the settled effect is not taken for the new call), a completed step unless its call
 changed (one the version drops stays `succeeded`, "no longer in the plan", its step as it was kept
-for a rollback), and a blocked, cancelled, skipped or retryable failed step is decided again. A new
-version must keep the plan's id, and is recorded only if the loaded tools can run what it leaves to
-do. A step whose
+for a rollback), and a blocked, cancelled, skipped, waiting or retryable failed step is decided
+again; a completed step after one that runs again is held back until that one is finished
+(`_hold_back_followers`), then kept or run afresh (`Runtime._recheck`). A new version must keep
+the plan's id, and is recorded only if the loaded tools can run what it leaves to do. A step whose
 call changed starts with no state, result or attempts. The derived idempotency key hashes the
 concrete call, so an unchanged call keeps its key across attempts and versions, and a changed one
 never reuses it.
@@ -268,7 +269,8 @@ class Runtime:
         version = plan.version or 0
         if version <= view.plan_version:
             raise RunError(f"the new plan must have a higher `version` than {view.plan_version}, not {version}")
-        body = {"plan_hash": new_hash, "plan_version": version, "plan_text": plan_text, "plan_file": plan_file}
+        body = {"plan_hash": new_hash, "plan_version": version, "plan_text": plan_text, "plan_file": plan_file,
+                "hold": "followers"}  # what `_hold_back_followers` holds back: see there
         revised = _copy_view(view)  # what the run would be under the new version, to check its tools first
         _fold(revised, Record(0, run, "plan_version", None, body, "", "", ""))
         self.require_tools(revised.plan, revised.states, "the new plan version was not recorded")
@@ -321,7 +323,7 @@ class Runtime:
             raise RunError(f"there is no run `{run}` in {self.journal.path}")
         first = records[0].body
         policy_texts = first["policy_texts"]
-        plan, policy = _load(first["plan_text"], first["plan_file"], [tuple(p) for p in policy_texts])
+        plan, policy = _load(first["plan_text"], first["plan_file"], [tuple(p) for p in policy_texts], recorded=True)
         if policy.hash != first["policy_hash"]:
             raise RunError(f"the policy recorded for run `{run}` no longer compiles to its hash")
         view = RunView(run=run, plan=plan, plan_text=first["plan_text"], plan_file=first["plan_file"],
@@ -543,19 +545,22 @@ class Runtime:
         keeps the step and its result; another forgets it, so it runs afresh (fresh attempts,
         approvals of the new call). Where the new version would not call it at all (a step before
         it did not succeed, or was skipped; its `when` no longer holds; an argument fails), its
-        effect stands and it is kept. A `check` step whose evidence is about a step that has
-        completed again since (its result is newer) verifies again: it runs afresh."""
+        effect stands and it is kept. A `check` step whose evidence is about a step that has run
+        again since (its result is newer, or it has none: it failed, was blocked or skipped) is not
+        kept: it is decided afresh, so it verifies the new call, or is cancelled or skipped as any
+        step after such a step is."""
         assert step.call is not None
         made = view.last_intent.get(step.id, {})
-        verified_at = view.completed_at.get(step.id, 0)
-        outdated = step.kind == "check" and any(view.completed_at.get(name, 0) > verified_at for name in predecessors)
+        verified_at = view.completed_at.get(step.id, 0)  # a predecessor run again has no result yet, or a newer one
+        outdated = step.kind == "check" and any(view.completed_at.get(name, verified_at + 1) > verified_at
+                                                for name in predecessors)
         scope = {name: {"result": view.results.get(name)} for name in predecessors}
         called = all(view.states.get(name) == "succeeded" or (kind == "after" and view.states.get(name) == "skipped")
                      for name, kind in predecessors.items()) \
             and (step.when is None or compile_expr(step.when)(scope) is True)
         arguments = _concrete_args(step.call, scope) if called else None
         args_hash = content_hash(arguments.plain) if isinstance(arguments, Arguments) else None
-        kept = not (called and outdated) and (
+        kept = not outdated and (
             args_hash is None or (made.get("tool") == step.call.tool and made.get("args_hash") == args_hash))
         _fold(view, self.journal.append(view.run, "recheck", {"kept": kept, "args_hash": args_hash}, step=step.id))
         return "changed"
@@ -1083,17 +1088,21 @@ def _copy_view(view: RunView) -> RunView:
                    approvals={step: list(items) for step, items in view.approvals.items()})
 
 
-def _load(plan_text: str, plan_file: str, policy_texts: list[tuple[str, str]]) -> tuple[Plan, CompiledPolicy]:
-    return _load_checked(plan_text, plan_file, tuple(tuple(item) for item in policy_texts))
+def _load(plan_text: str, plan_file: str, policy_texts: list[tuple[str, str]],
+          recorded: bool = False) -> tuple[Plan, CompiledPolicy]:
+    return _load_checked(plan_text, plan_file, tuple(tuple(item) for item in policy_texts), recorded)
 
 
 @functools.lru_cache(maxsize=32)
-def _load_checked(plan_text: str, plan_file: str, policy_texts: tuple[tuple[str, str], ...]) -> tuple[Plan, CompiledPolicy]:
-    """Parse and check once per text: every pass re-reads a run, and the texts it recorded never change."""
+def _load_checked(plan_text: str, plan_file: str, policy_texts: tuple[tuple[str, str], ...],
+                  recorded: bool) -> tuple[Plan, CompiledPolicy]:
+    """Parse and check once per text: every pass re-reads a run, and the texts it recorded never change.
+    A plan with errors is refused, except one read back from the journal (`recorded`): it passed
+    when it was recorded, and a check added since must not make a run unreadable."""
     result = check_sources([SourceFile(plan_file, plan_text)],
                            [SourceFile(name, text) for name, text in policy_texts], {})
     errors = [d for d in result.diagnostics if d.severity.value == "error"]
-    if errors:
+    if errors and not recorded:
         first = errors[0]
         raise RunError(f"the plan has {len(errors)} error(s) and cannot run; first: {first.name}: {first.message} "
                             "(run `plangate check` for all)")
@@ -1106,13 +1115,13 @@ def _fold(view: RunView, record: Record) -> None:
     step, body = record.step, record.body
     kind = record.kind
     if kind == "plan_version":
-        plan, _ = _load(body["plan_text"], body["plan_file"], [tuple(p) for p in view.policy_texts])
+        plan, _ = _load(body["plan_text"], body["plan_file"], [tuple(p) for p in view.policy_texts], recorded=True)
         old_plan = view.plan
         view.plan, view.plan_hash, view.plan_version = plan, body["plan_hash"], body["plan_version"]
         view.plan_text = body["plan_text"]
         for step_id in sorted(set(view.states) | set(view.attempts) | set(view.open_intents)):
             _revise(view, step_id, _step(old_plan, step_id) or view.dropped.get(step_id), _step(plan, step_id))
-        _hold_back_followers(view)
+        _hold_back_followers(view, through_after=body.get("hold") == "followers")
     elif kind == "recheck":
         held = view.recheck.pop(step, None) if step is not None else None
         if body.get("kept") and held is not None:
@@ -1276,20 +1285,22 @@ def _forget(view: RunView, step_id: str) -> None:
         known.pop(step_id, None)
 
 
-def _hold_back_followers(view: RunView) -> None:
+def _hold_back_followers(view: RunView, through_after: bool) -> None:
     """After a new plan version: a completed step that comes after a step that is not finished (one
     that will run again, or is held back, transitively) is held back in `recheck`, so it does not
     count as finished and nothing after it starts, until every step before it is finished again;
     then `_prepare` rechecks it (`Runtime._recheck`). A step that reads such a step's result cannot
     know yet whether its call changed, so it waits for a succeeded one. Without this, a step
     ordered after the rerun step only through a kept one (`a` → `check ca` → `b`) would run
-    before `a`'s new call."""
+    before `a`'s new call. Journals written before plangate held back steps ordered by `after`
+    record no `hold` in their `plan_version` records (`through_after` False): they are folded as
+    they were written, readers only, so their runs read as they ran."""
     index = _index(view.plan)
     for step_id in index.order:  # topological: a follower comes after what it follows
         if view.states.get(step_id) not in ("succeeded", "verifying") or step_id in view.dropped:
             continue
         if any(name in view.recheck or view.states.get(name) not in (FINISHED if how == "after" else ("succeeded",))
-               for name, how in index.predecessors[step_id].items()):
+               for name, how in index.predecessors[step_id].items() if how == "reference" or through_after):
             view.recheck[step_id] = (view.states.pop(step_id), view.reasons.pop(step_id, None))
 
 
