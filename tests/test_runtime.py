@@ -718,6 +718,27 @@ def test_a_run_recorded_before_a_check_that_now_refuses_its_plan_can_still_be_re
         start_plan(runtime, '  step result { call t.read(key: "r") }')
 
 
+def test_a_check_that_failed_on_the_old_call_verifies_the_new_one(box):
+    toolbox, runtime = box
+    body = """
+  step a { call t.write(name: "%s") risk reversible_write idempotency "a" }
+  check ca after a { call t.read(key: "ca") expect result.value == 2 }
+  step n { call t.send(to: "ops") idempotency "n" approval by role "operator" }
+"""
+    toolbox.values["ca"] = 1
+    run = start_plan(runtime, body % "a1")
+    report = runtime.advance(run)
+    assert report.steps["ca"]["state"] == "failed" and report.steps["n"]["state"] == "waiting_for_approval"
+    toolbox.values["ca"] = 2  # the new call of `a` has the effect the check looks for
+    runtime.new_version(run, plan_text(body % "a2", version=2), "t.plan")
+    runtime.approve(run, "n", "olga", "operator")
+    report = runtime.advance(run)
+    assert report.state == "succeeded", report.steps
+    calls = [(call[0], call[1]) for call in toolbox.calls]
+    assert calls[:3] == [("t.write", "a1"), ("t.read", "ca"), ("t.write", "a2")]  # then `n` and `ca`, in any order
+    assert sorted(calls[3:]) == [("t.read", "ca"), ("t.send", "ops")]
+
+
 def test_a_step_after_a_kept_step_whose_predecessors_are_kept_too_is_not_held_back(box):
     toolbox, runtime = box
     body = """

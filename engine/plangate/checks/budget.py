@@ -180,7 +180,9 @@ def _time(ctx: PlanContext, branches: Branches, loads: Loads, bound: Bound, effo
     if found is None:  # more attempts than the search simulates: Graham's bound alone
         return Finding(bound, "unprovable", most, workers, None, graham, None, most.upper)
     number, schedule, timing = found
-    verdict = "exceeded" if schedule.makespan > bound.value else "unprovable"
+    # A schedule is not monotone in the steps that run: with a group of conditions left open (taken
+    # not to hold), a longer schedule may belong to no real execution, so it proves nothing.
+    verdict = "exceeded" if schedule.makespan > bound.value and most.reason is None else "unprovable"
     return Finding(bound, verdict, executions[number], workers, schedule, graham, timing, most.upper)
 
 
@@ -203,7 +205,7 @@ def _executions(branches: Branches, most: Worst, work: Sequence[int], made: list
                 continue
             seen.add(runs)
             total = sum(weight for weight, running in zip(work, runs) if running)
-            made.append(Worst(total, total, runs, choice))
+            made.append(Worst(total, total, runs, choice, reason=most.reason))
             yield made[-1]
 
 

@@ -1294,14 +1294,22 @@ def _hold_back_followers(view: RunView, through_after: bool) -> None:
     ordered after the rerun step only through a kept one (`a` → `check ca` → `b`) would run
     before `a`'s new call. Journals written before plangate held back steps ordered by `after`
     record no `hold` in their `plan_version` records (`through_after` False): they are folded as
-    they were written, readers only, so their runs read as they ran."""
+    they were written, readers only, so their runs read as they ran. A `check` that failed after
+    a step that runs again is decided afresh: its failure was about the old call's effect."""
     index = _index(view.plan)
     for step_id in index.order:  # topological: a follower comes after what it follows
-        if view.states.get(step_id) not in ("succeeded", "verifying") or step_id in view.dropped:
+        state = view.states.get(step_id)
+        if step_id in view.dropped:
             continue
-        if any(name in view.recheck or view.states.get(name) not in (FINISHED if how == "after" else ("succeeded",))
-               for name, how in index.predecessors[step_id].items() if how == "reference" or through_after):
+        unfinished = [name for name, how in index.predecessors[step_id].items()
+                      if (how == "reference" or through_after) and (name in view.recheck or view.states.get(name)
+                                                                    not in (FINISHED if how == "after" else ("succeeded",)))]
+        if not unfinished:
+            continue
+        if state in ("succeeded", "verifying"):
             view.recheck[step_id] = (view.states.pop(step_id), view.reasons.pop(step_id, None))
+        elif state == "failed" and through_after and index.steps[step_id].kind == "check":
+            _forget(view, step_id)  # it failed on the effect of a call that is made again: it verifies that one
 
 
 @dataclass(frozen=True)
