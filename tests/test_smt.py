@@ -156,6 +156,16 @@ def test_unknown_fields_extend_the_path():
         Unknown("x", "float")
 
 
+@pytest.mark.parametrize("text", ['x.result.d + duration("1s") == duration("2s")',
+                                  'duration("1s") + x.result.d == duration("2s")',
+                                  'x.result.d + x.result.d > duration("3s")',
+                                  'x.result.d - duration("1m") > duration("2s")'])
+def test_a_value_added_to_a_duration_has_a_duration_witness_that_fires(text):
+    found = verdict(text)
+    assert found.outcome == "may"
+    assert fires(text, instantiate(ACTIVATION, found.witness or {})), found.witness
+
+
 def test_durations():
     assert duration_seconds("1h30m") == 5400
     assert duration_seconds("1.5s") == 1.5

@@ -161,7 +161,7 @@ class Gate:
         except (TypeError, ValueError, RecursionError) as error:  # NaN, a set…: a tool could never be given it
             decision.reasons.append(f"the arguments have no JSON form: {error}")
         else:
-            decision.reasons.extend(_no_cel_value(dict(args or {})))
+            decision.reasons.extend(_no_cel_value(arguments))
         decision.reasons.extend(argument_problems(tool, entry, arguments))
         if kind == "check" and level > Risk.read_only:
             decision.reasons.append(f"a check only observes, and `{tool}` is `{level.name}`")
@@ -241,20 +241,23 @@ def _risk(risk: str | Risk | None) -> Risk | None:
 
 
 def _no_cel_value(args: dict[str, Any]) -> list[str]:
-    """Why arguments that have a JSON form are still no values the rules could see as the runtime's
-    would be: a `Decimal` (JSON has numbers, the rules doubles: pass a float, or the amount as a
-    string) or an int past 64 bits (no CEL int or uint holds it; `plangate check` refuses such a
-    constant too). Empty when there is nothing of the kind."""
+    """Why arguments (typed as the rules see them) that have a JSON form are still no values the
+    rules could see as the runtime's would be: a `Decimal` (JSON has numbers, the rules doubles:
+    pass a float, or the amount as a string) or an int out of the range of a CEL `int` that is not
+    a declared `uint` (`plangate check` refuses such a constant too). Empty when there is nothing of
+    the kind."""
     from decimal import Decimal
 
-    from plangate.cel.evaluate import INT_MIN, UINT_MAX, leaves
+    from plangate.cel.evaluate import INT_MAX, INT_MIN, Uint, leaves
 
     found: list[str] = []
     for value in leaves(args):
         if isinstance(value, Decimal):
             found.append(f"the argument value `{value}` is a Decimal: pass a float, or the amount as a string")
-        elif isinstance(value, int) and not isinstance(value, bool) and not INT_MIN <= value <= UINT_MAX:
-            found.append("an argument holds an int past 64 bits, which no CEL value holds")
+        elif isinstance(value, int) and not isinstance(value, (bool, Uint)) and not INT_MIN <= value <= INT_MAX:
+            found.append(f"an argument holds `{value}`, out of the range of a CEL `int` (a `uint` argument "
+                         "must be declared so)" if value.bit_length() <= 64 else
+                         "an argument holds an int past 64 bits, which no CEL value holds")
         if len(found) == 3:
             break
     return found

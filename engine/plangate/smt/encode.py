@@ -431,6 +431,8 @@ class Encoder:
                 value = int(number) if whole else float(number)
                 if root.duration:
                     value = Duration.from_seconds(number)
+            elif type(value) is int and variable.sort.find().duration:  # whole seconds, in the Int sort
+                value = Duration.from_seconds(Fraction(value))
             witness[variable.path] = value
         for variable in self.variables.values():  # after their fields: a map's fields go inside it
             if variable.kind is not None and variable.path in witness:
@@ -920,6 +922,8 @@ class Encoder:
             return left if isinstance(left, Error) else right
         if not isinstance(left, SYMBOLIC) and not isinstance(right, SYMBOLIC):
             return concrete_arithmetic(op, left, right)
+        if op in ("+", "-"):
+            self.mark_durations(left, right)
         a, b = self.term(left), self.term(right)
         for mine, other in ((a, b), (b, a)):
             kind, other_kind = _number_kind(mine.sort.find()), _number_kind(other.sort.find())
@@ -1054,9 +1058,12 @@ class Encoder:
         return WholeSeconds(seconds) if isinstance(seconds, int) else FractionalSeconds(seconds)
 
     def mark_durations(self, left: object, right: object) -> None:
-        """A run-time value compared with a duration literal is a duration (for its witness)."""
+        """A run-time value compared with a duration literal, or added to one, is a duration (for its
+        witness), and so are the values of its sort (`d + d > duration("1h")`: `d`)."""
         for one, other in ((left, right), (right, left)):
             if isinstance(one, Variable) and isinstance(other, (WholeSeconds, FractionalSeconds)):
+                one.sort.find().duration = True
+            elif isinstance(one, Term) and isinstance(other, (WholeSeconds, FractionalSeconds)):
                 one.sort.find().duration = True
 
     def size(self, value: object) -> object:
