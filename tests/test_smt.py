@@ -166,6 +166,16 @@ def test_a_value_added_to_a_duration_has_a_duration_witness_that_fires(text):
     assert fires(text, instantiate(ACTIVATION, found.witness or {})), found.witness
 
 
+@pytest.mark.parametrize("text", ["args.amount / 0.0 == 5.0", "args.amount > 0.0 && args.amount / 0.0 == args.amount / 0.0 + 1.0",
+                                  "args.amount / args.amount == 1.0"])
+def test_a_double_divided_by_what_may_be_zero_is_decided_at_run_time(text):
+    """Its quotient may be an infinity or NaN (`d / 0.0 == d / 0.0 + 1.0` holds for every d > 0),
+    which reals do not have: no verdict over reals would be sound."""
+    found = verdict(text)
+    assert found.outcome == "runtime" and "divided by a value that may be zero" in (found.reason or "")
+    assert verdict("args.amount / 2.0 > 5.0").outcome == "may"
+
+
 def test_durations():
     assert duration_seconds("1h30m") == 5400
     assert duration_seconds("1.5s") == 1.5

@@ -60,8 +60,8 @@ Invariants:
   a double compare by value, other types are never equal (and not ordered: an error), arithmetic
   never mixes types (an error).
 - The subset: booleans, ints (64-bit: overflow is an error, division truncates as in CEL),
-  doubles (as reals: rounding, infinities and NaN are not modelled; a double divided by zero is
-  an unconstrained real), strings (`==`, ordering, `+` — concatenation, so `"DROP " + x` starts
+  doubles (as reals: rounding is not modelled; a double divided by anything but a constant other
+  than zero is outside the subset, since its quotient may be an infinity or NaN), strings (`==`, ordering, `+` — concatenation, so `"DROP " + x` starts
   with "DROP" whatever `x` is —, `size`, `startsWith`, `endsWith`, `contains`, `string()` of a
   string or an int; `size` of a run-time value of no declared type is a string's length),
   comparisons, `in` over lists and maps whose items are known, declared lists and maps (`size`,
@@ -973,6 +973,11 @@ class Encoder:
         if op == "%" and sort == "Real":
             raise Unsupported("`%` on doubles")
         if sort == "Real":
+            if op == "/" and (isinstance(right, SYMBOLIC) or right == 0):
+                # A double divided by zero is an infinity or NaN, which reals do not have: only a
+                # divisor known not to be zero keeps the quotient a real.
+                raise Unsupported("a double divided by a value that may be zero (infinities and NaN "
+                                  "are outside the subset the checker reasons about)")
             return Term(f"({op} {a.text} {b.text})", a.sort, defined)
         if op in ("/", "%"):
             defined = conj(defined, f"(not (= {b.text} 0))")
