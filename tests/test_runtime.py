@@ -711,7 +711,7 @@ def test_a_run_recorded_before_a_check_that_now_refuses_its_plan_can_still_be_re
     monkeypatch.setattr(step_shape, "RESERVED", {})  # as plangate was before `reserved-step-id`
     run = start_plan(runtime, '  step result { call t.read(key: "r") }')
     monkeypatch.undo()
-    host._load_checked.cache_clear()
+    host._checked.cache_clear()
     assert runtime.advance(run).state == "succeeded"
     assert runtime.view(run).states["result"] == "succeeded"
     with pytest.raises(host.RunError, match="reserved-step-id"):

@@ -85,7 +85,7 @@ from typing import Any, Callable
 from plangate.budget import DEFAULT_WORKERS
 from plangate.cel import ast as cel
 from plangate.cel.evaluate import CelError, compile_expr
-from plangate.driver import check_sources  # before plangate.policy.facts: it loads the checks first
+from plangate.driver import CheckResult, check_sources  # before plangate.policy.facts: it loads the checks first
 from plangate.ir.nodes import Plan, Risk, Step, ToolCall
 from plangate.policy.compiled import CatalogueEntry, CompiledPolicy, format_seconds
 from plangate.policy.decide import evaluator_for
@@ -1090,17 +1090,10 @@ def _copy_view(view: RunView) -> RunView:
 
 def _load(plan_text: str, plan_file: str, policy_texts: list[tuple[str, str]],
           recorded: bool = False) -> tuple[Plan, CompiledPolicy]:
-    return _load_checked(plan_text, plan_file, tuple(tuple(item) for item in policy_texts), recorded)
-
-
-@functools.lru_cache(maxsize=32)
-def _load_checked(plan_text: str, plan_file: str, policy_texts: tuple[tuple[str, str], ...],
-                  recorded: bool) -> tuple[Plan, CompiledPolicy]:
-    """Parse and check once per text: every pass re-reads a run, and the texts it recorded never change.
-    A plan with errors is refused, except one read back from the journal (`recorded`): it passed
-    when it was recorded, and a check added since must not make a run unreadable."""
-    result = check_sources([SourceFile(plan_file, plan_text)],
-                           [SourceFile(name, text) for name, text in policy_texts], {})
+    """The plan and compiled policy of these texts. A plan with errors is refused, except one read
+    back from the journal (`recorded`): it passed when it was recorded, and a check added since
+    must not make a run unreadable."""
+    result = _checked(plan_text, plan_file, tuple(tuple(item) for item in policy_texts))
     errors = [d for d in result.diagnostics if d.severity.value == "error"]
     if errors and not recorded:
         first = errors[0]
@@ -1109,6 +1102,13 @@ def _load_checked(plan_text: str, plan_file: str, policy_texts: tuple[tuple[str,
     if len(result.plans) != 1 or result.policy is None:
         raise RunError("a run needs exactly one plan and at least one policy")
     return result.plans[0], result.policy
+
+
+@functools.lru_cache(maxsize=32)
+def _checked(plan_text: str, plan_file: str, policy_texts: tuple[tuple[str, str], ...]) -> CheckResult:
+    """Parse and check once per text, whether a run starts with it or reads it back: every pass
+    re-reads a run, and the texts it recorded never change."""
+    return check_sources([SourceFile(plan_file, plan_text)], [SourceFile(name, text) for name, text in policy_texts], {})
 
 
 def _fold(view: RunView, record: Record) -> None:
@@ -1297,18 +1297,19 @@ def _hold_back_followers(view: RunView, through_after: bool) -> None:
     they were written, readers only, so their runs read as they ran. A `check` that failed after
     a step that runs again is decided afresh: its failure was about the old call's effect."""
     index = _index(view.plan)
+
+    def follows_unfinished(step_id: str) -> bool:
+        return any(name in view.recheck or view.states.get(name) not in (FINISHED if how == "after" else ("succeeded",))
+                   for name, how in index.predecessors[step_id].items() if how == "reference" or through_after)
+
     for step_id in index.order:  # topological: a follower comes after what it follows
         state = view.states.get(step_id)
         if step_id in view.dropped:
             continue
-        unfinished = [name for name, how in index.predecessors[step_id].items()
-                      if (how == "reference" or through_after) and (name in view.recheck or view.states.get(name)
-                                                                    not in (FINISHED if how == "after" else ("succeeded",)))]
-        if not unfinished:
-            continue
-        if state in ("succeeded", "verifying"):
+        if state in ("succeeded", "verifying") and follows_unfinished(step_id):
             view.recheck[step_id] = (view.states.pop(step_id), view.reasons.pop(step_id, None))
-        elif state == "failed" and through_after and index.steps[step_id].kind == "check":
+        elif (state == "failed" and through_after and index.steps[step_id].kind == "check"
+              and follows_unfinished(step_id)):
             _forget(view, step_id)  # it failed on the effect of a call that is made again: it verifies that one
 
 
