@@ -244,7 +244,7 @@ def longest_schedule(loads: Loads, executions: Iterable[Sequence[bool]], workers
     worst = Timing.worst(loads)
     found: tuple[int, Schedule, Timing, Sequence[bool]] | None = None
     for number, runs in enumerate(executions):
-        if not effort.take(sum(attempts for attempts, running in zip(worst.attempts, runs) if running)):
+        if not effort.take(_attempts_made(worst.attempts, runs)):
             break
         schedule = list_schedule(loads, runs, workers, worst)
         if found is None or schedule.makespan > found[1].makespan:
@@ -266,7 +266,7 @@ def longest_schedule(loads: Loads, executions: Iterable[Sequence[bool]], workers
             for trial_attempts, trial_seconds in variants:
                 kept = attempts[index], seconds[index]
                 attempts[index], seconds[index] = trial_attempts, trial_seconds
-                if not effort.take(sum(made for made, running in zip(attempts, runs) if running)):
+                if not effort.take(_attempts_made(attempts, runs)):
                     attempts[index], seconds[index] = kept
                     return number, best, timing
                 trial = Timing(tuple(attempts), tuple(seconds))
@@ -278,6 +278,11 @@ def longest_schedule(loads: Loads, executions: Iterable[Sequence[bool]], workers
             if best.makespan > threshold:
                 break
     return number, best, timing
+
+
+def _attempts_made(attempts: Sequence[int], runs: Sequence[bool]) -> int:
+    """What one simulation costs of the search's effort: the attempts of the steps that run."""
+    return sum(made for made, running in zip(attempts, runs) if running)
 
 
 _SEEN_THROUGH = 8  # nearest running predecessors a step that does not run passes on

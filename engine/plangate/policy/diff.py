@@ -863,18 +863,15 @@ def _confirms(question: Question, decisions: dict[str, Decision]) -> bool:
         return (new.allowed and not old.allowed) if loose else (old.allowed and not new.allowed)
     if not (old.allowed and new.allowed):
         return False
+    having, lacking = (old, new) if loose else (new, old)  # the side that requires, warns or asks more
     if question.kind == "require":
-        having, lacking = (old, new) if loose else (new, old)
         return question.name in having.kinds and question.name not in lacking.kinds
     if question.kind == "warn":
-        having, lacking = (old, new) if loose else (new, old)
         return question.name in having.warns and question.name not in lacking.warns
     if question.kind == "warnings":
-        having, lacking = (old, new) if loose else (new, old)
         return bool(having.warns) and not lacking.warns
-    stronger, weaker = (old, new) if loose else (new, old)
-    a = stronger.approvals.get(question.name, (0, FOREVER))
-    b = weaker.approvals.get(question.name, (0, FOREVER))
+    a = having.approvals.get(question.name, (0, FOREVER))
+    b = lacking.approvals.get(question.name, (0, FOREVER))
     return b[0] < a[0] or b[1] > a[1]
 
 
