@@ -252,6 +252,21 @@ def test_misused_arguments_are_clear_errors_not_decisions(gate):
         gate.decide("logs.search", {}, retry=-1)
     with pytest.raises(TypeError, match="must be a str"):
         Gate.from_sources([("a.policy", b"policy a { }")])
+    with pytest.raises(TypeError, match="the plan text must be a str"):
+        gate.check_plan(b"plan p { }")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="a gate decides by a CompiledPolicy"):
+        Gate(None)  # type: ignore[arg-type]
+    for paths in (None, [None]):
+        with pytest.raises(TypeError, match="the policies are paths"):
+            Gate.from_files(paths)  # type: ignore[arg-type]
+
+
+def test_a_retried_write_requires_an_idempotency_key_as_check_says():
+    gate = Gate.from_sources([("p.policy", "policy p { tool t.w { risk reversible_write } tool t.r { risk read_only } }")])
+    assert gate.decide("t.w", {}, retry=2).requires == ["idempotency"]
+    assert gate.decide("t.w", {}).requires == [] and gate.decide("t.r", {}, retry=2).requires == []
+    plan = "plan p { step w { call t.w() retry 2 } }"
+    assert [d.name for d in gate.check_plan(plan).diagnostics] == ["retry-without-idempotency"]
 
 
 def test_decimals_and_ints_past_64_bits_are_refused_not_let_through():

@@ -695,3 +695,20 @@ def test_a_combined_cap_is_named_by_the_entry_that_gives_it():
              if d.name == "limit-exceeded"]
     assert found == [("step `a` may cost `20 usd`, over the `5 usd` cap of tool `deploy.preview`", "over.policy"),
                      ("step `a` may take `30m`, over the `10m` time cap of tool `deploy.preview`", "over.policy")]
+
+
+def test_a_compiled_policy_is_frozen_limits_included():
+    """The runtime and the gate decide by the compiled policy and name it by its hash: nothing may
+    change it after compiling, so that the hash keeps naming what decides."""
+    import dataclasses
+
+    from plangate.driver import compile_policy
+    from plangate.policy.compiled import LimitValue
+
+    policy, _ = compile_policy([str(BASELINE)])
+    assert policy is not None and policy.limit("retries") is not None
+    with pytest.raises(TypeError):
+        policy.limits["retries"] = LimitValue("retries", count=100)  # type: ignore[index]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        policy.rules = ()  # type: ignore[misc]
+    assert hash(policy) == hash(compile_policy([str(BASELINE)])[0])

@@ -1284,3 +1284,21 @@ def test_a_step_freed_by_a_skipped_step_starts_without_waiting_for_an_unrelated_
     assert {step: item["state"] for step, item in report.steps.items()} == {
         "a": "succeeded", "c": "skipped", "d": "succeeded"}
     assert started["d"] - begun < 2.0
+
+
+def test_misuse_of_the_runtime_api_is_a_clear_type_error(tmp_path):
+    from plangate import RunError, Runtime
+
+    runtime = Runtime(tmp_path / "journal.db", ToolRegistry())
+    policy = "policy p { tool t.r { risk read_only } }"
+    plan = "plan p { step s { call t.r() } }"
+    with pytest.raises(TypeError, match="the policy texts are a list of SourceFile or"):
+        runtime.start(plan, "p.plan", policy)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="the plan text must be a str"):
+        runtime.start(plan.encode(), "p.plan", [("p.policy", policy)])  # type: ignore[arg-type]
+    for misused in (runtime.advance, runtime.view):
+        with pytest.raises(TypeError, match="a run id is a str, not NoneType"):
+            misused(None)  # type: ignore[arg-type]
+    with pytest.raises(RunError, match="already exists"):
+        runtime.start(plan, "p.plan", [("p.policy", policy)], run="r1")
+        runtime.start(plan, "p.plan", [("p.policy", policy)], run="r1")

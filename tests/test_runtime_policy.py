@@ -583,3 +583,33 @@ def test_rules_see_computed_values_under_a_schema_too_at_any_depth(tmp_path, dec
     run = runtime.start(plan, "p.plan", [("p.policy", policy)], run="r1")
     assert runtime.advance(run).steps["h"]["state"] == "blocked" and held == []
     assert runtime.view(run).reasons["h"].startswith("denied by `too-long`")
+
+
+@pytest.mark.parametrize("value, declared", [
+    (2**63, ""), (-(2**63) - 1, ""), (2**70, ""), ([2**63], ""), ({"x": 2**70}, ""), (-(10**400), "double"),
+], ids=["2**63", "-2**63-1", "2**70", "in-a-list", "in-a-map", "-10**400-double"])
+def test_a_computed_argument_no_cel_value_holds_blocks_the_call_as_the_gate_refuses_it(tmp_path, value, declared):
+    """`args.amount + 0 > 1000` errs on 2**63 (no CEL int holds it), so the rule would not fire: the
+    runtime refuses such an argument before any rule, as the gate does, and the tool is not called."""
+    paid: list[object] = []
+
+    @tool("src.get")
+    def get() -> dict:
+        return {"v": value}
+
+    @tool("pay.send")
+    def send(amount, idempotency_key: str) -> dict:
+        paid.append(amount)
+        return {}
+
+    registry = ToolRegistry()
+    registry.register(get)
+    registry.register(send)
+    schema, zero = (f" args {{ amount: {declared} }}", "0.0") if declared else ("", "0")
+    policy = f"""policy p {{ tool src.get {{ risk read_only }} tool pay.send {{ risk reversible_write{schema} }}
+                deny "cap" when call.tool == "pay.send" && args.amount + {zero} > 1000 }}"""
+    runtime = Runtime(Journal.open(tmp_path / "journal.db"), registry)
+    run = runtime.start('plan p { step s { call src.get() } step pay { call pay.send(amount: s.result.v) idempotency "p" } }',
+                        "p.plan", [("p.policy", policy)], run="r1")
+    assert runtime.advance(run).steps["pay"]["state"] == "blocked" and paid == []
+    assert "the rules cannot see the call's arguments" in runtime.view(run).reasons["pay"]

@@ -290,19 +290,20 @@ Cents = typing.NewType("Cents", int)
 @tool("typed")
 def typed(mode: typing.Literal["a", "b"], colour: Colour, cents: Cents, window: Window, span: Span,
           pair: tuple[int, str], many: tuple[int, ...], names: typing.Sequence[str],
-          tags: typing.Mapping[str, int]) -> None:
+          tags: typing.Mapping[str, int], by_code: dict[typing.Literal["a", "b"], int]) -> None:
     return None
 
 
 TYPED_OK = {"mode": "a", "colour": "blue", "cents": 5, "window": {"label": "x"}, "span": {"start": 1},
-            "pair": [1, "x"], "many": [1, 2, 3], "names": ["a"], "tags": {"k": 1}}
+            "pair": [1, "x"], "many": [1, 2, 3], "names": ["a"], "tags": {"k": 1}, "by_code": {"a": 1}}
 
 
 @pytest.mark.parametrize("name, value, described", [
     ("mode", "c", '"a" | "b"'), ("mode", True, '"a" | "b"'), ("colour", "green", 'Colour ("red" | "blue")'),
     ("cents", "5", "Cents (int)"), ("window", {"start": "0"}, "Window"), ("window", {"other": 1}, "Window"),
     ("span", {}, "Span"), ("pair", [1, 2], "tuple[int, str]"), ("pair", [1], "tuple[int, str]"),
-    ("many", [1, "x"], "tuple[int, ...]"), ("names", [1], "Sequence[str]"), ("tags", {"k": "v"}, "Mapping[str, int]")])
+    ("many", [1, "x"], "tuple[int, ...]"), ("names", [1], "Sequence[str]"), ("tags", {"k": "v"}, "Mapping[str, int]"),
+    ("by_code", {"c": 1}, 'dict["a" | "b", int]')])
 def test_literal_enum_newtype_typeddict_tuple_and_abstract_hints_are_checked(name, value, described):
     assert bind(typed, TYPED_OK, "k")[1] == []
     _, errors = bind(typed, {**TYPED_OK, name: value}, "k")
@@ -469,3 +470,31 @@ def test_an_exception_whose_text_fails_still_fails_the_attempt_with_its_type():
 
     outcome = invoke(opaque, {})
     assert not outcome.ok and outcome.error is not None and "Opaque" in outcome.error
+
+
+def test_a_dict_hint_with_keys_other_than_str_fits_no_json_object():
+    """JSON keys are strings: a tool hinted `dict[int, str]` would be given `{"1": …}`, not `{1: …}`."""
+    @tool("keyed")
+    def keyed(by_id: dict[int, str]) -> None:
+        return None
+
+    assert bind(keyed, {"by_id": {}}, "k")[1] == []
+    assert bind(keyed, {"by_id": {"1": "a"}}, "k")[1] == ["argument `by_id` of keyed must be dict[int, str], not dict {'1': 'a'}"]
+
+
+def test_misuse_of_the_registry_and_the_decorator_is_a_clear_type_error(tmp_path):
+    import functools
+
+    def plain(x: int) -> int:
+        return x
+
+    with pytest.raises(TypeError, match=r"register takes a tool made with @tool"):
+        ToolRegistry().register(plain)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="load takes a file's path or a module's name, not NoneType"):
+        ToolRegistry().load(None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="cannot read the signature of a partial object"):
+        tool("a.b")(functools.partial(plain, x=1))
+    path = tmp_path / "pathlike_tools.py"
+    path.write_text('from plangate import tool\n\n@tool("p.t")\ndef t() -> dict:\n    return {}\n')
+    registry = ToolRegistry()
+    assert registry.load(path) == [] and registry.names() == ["p.t"]  # a Path as well as a str

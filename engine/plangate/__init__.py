@@ -5,7 +5,7 @@ The public API (loaded lazily so that `plangate --version` stays fast):
 - `check(plan_paths, policy_paths)` / `check_sources(...)`: the static checker (`plangate.driver`)
 - `compile_policy(paths)`: `(CompiledPolicy | None, CheckResult)`: the frozen, hashed policy (None
   when a policy has an error) and the diagnostics of compiling it
-- `Runtime`: the interpreter that executes a plan under a compiled policy
+- `Runtime`: the interpreter that executes a plan under a compiled policy (`RunError` when it cannot)
 - `tool`: the decorator that registers a Python function as a plan tool
 - `Gate`: the pre-execution gate for agent runtimes: `Gate.from_files(policies).decide(tool, args)`
 - `SourceFile`, `ToolRegistry`: the inputs of `check_sources` and `Runtime`
@@ -24,6 +24,7 @@ _LAZY = {
     "compile_policy": ("plangate.driver", "compile_policy"),
     "CompiledPolicy": ("plangate.policy.compiled", "CompiledPolicy"),
     "Runtime": ("plangate.runtime.host", "Runtime"),
+    "RunError": ("plangate.runtime.host", "RunError"),
     "tool": ("plangate.runtime.tools", "tool"),
     "ToolRegistry": ("plangate.runtime.tools", "ToolRegistry"),
     "Gate": ("plangate.gate", "Gate"),

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from plangate.diagnostics import Diagnostic, Severity
 from plangate.driver import CheckResult, as_sources, check_sources, policy_set, read_sources
@@ -86,6 +86,8 @@ class Gate:
     """One compiled policy, deciding concrete calls (see the module's docstring)."""
 
     def __init__(self, policy: CompiledPolicy, sources: Sequence[SourceFile] = ()) -> None:
+        if not isinstance(policy, CompiledPolicy):
+            raise TypeError(f"a gate decides by a CompiledPolicy (see `Gate.from_files`), not {type(policy).__name__}")
         self.policy = policy
         self._sources = list(sources)
 
@@ -95,6 +97,8 @@ class Gate:
         be read or has an error."""
         if isinstance(paths, (str, bytes, os.PathLike)):
             paths = [paths]
+        if not isinstance(paths, Iterable) or not all(isinstance(path, (str, bytes, os.PathLike)) for path in paths):
+            raise TypeError("the policies are paths: a str, bytes or os.PathLike, or a list of them")
         problems: list[Diagnostic] = []
         sources = read_sources(paths, problems)
         if problems:
@@ -124,7 +128,7 @@ class Gate:
         """The policy's decision on calling `tool` with `args` (see the module's docstring).
         `TypeError` when `tool` is not a string or `args` not a mapping (a caller's mistake, not a
         decision)."""
-        from plangate.checks.catalogue import argument_problems, typed_arguments
+        from plangate.checks.catalogue import argument_problems, typed_arguments, values_outside_cel
         from plangate.policy.decide import evaluator_for
         from plangate.policy.facts import StepFacts, effective_risk, rule_activation
         from plangate.runtime.canonical import canonical_json
@@ -161,7 +165,7 @@ class Gate:
         except (TypeError, ValueError, RecursionError) as error:  # NaN, a set…: a tool could never be given it
             decision.reasons.append(f"the arguments have no JSON form: {error}")
         else:
-            decision.reasons.extend(_no_cel_value(arguments))
+            decision.reasons.extend(values_outside_cel(arguments))
         decision.reasons.extend(argument_problems(tool, entry, arguments))
         if kind == "check" and level > Risk.read_only:
             decision.reasons.append(f"a check only observes, and `{tool}` is `{level.name}`")
@@ -186,6 +190,8 @@ class Gate:
                                           requirement.describe())
             elif kind != "check" and requirement.kind not in decision.requires:
                 decision.requires.append(requirement.kind)  # a check only observes: approvals alone
+        if retry > 0 and level > Risk.read_only and "idempotency" not in decision.requires:
+            decision.requires.append("idempotency")  # a retried write needs a key, policy or not (§3)
         cap = self.policy.limit("approval_within")  # as the runtime caps the expiry of every approval
         if cap is not None and cap.seconds is not None:
             for role, need in needs.items():
@@ -210,6 +216,8 @@ class Gate:
 
     def check_plan(self, text: str, name: str = "plan.plan") -> CheckResult:
         """The static check of a plan text under this gate's policies (as `plangate check`)."""
+        if not isinstance(text, str):
+            raise TypeError(f"the plan text must be a str (decode bytes first), not {type(text).__name__}")
         if not self._sources:
             raise ValueError("this gate was built from a compiled policy alone: use `Gate.from_sources`")
         result = check_sources([SourceFile(name, text)], self._sources)
@@ -238,26 +246,3 @@ def _risk(risk: str | Risk | None) -> Risk | None:
     if risk not in RISK_NAMES:
         raise ValueError(f"`{risk}` is not a risk class; the classes are {', '.join(RISK_NAMES)}")
     return Risk[risk]
-
-
-def _no_cel_value(args: dict[str, Any]) -> list[str]:
-    """Why arguments (typed as the rules see them) that have a JSON form are still no values the
-    rules could see as the runtime's would be: a `Decimal` (JSON has numbers, the rules doubles:
-    pass a float, or the amount as a string) or an int out of the range of a CEL `int` that is not
-    a declared `uint` (`plangate check` refuses such a constant too). Empty when there is nothing of
-    the kind."""
-    from decimal import Decimal
-
-    from plangate.cel.evaluate import INT_MAX, INT_MIN, Uint, leaves
-
-    found: list[str] = []
-    for value in leaves(args):
-        if isinstance(value, Decimal):
-            found.append(f"the argument value `{value}` is a Decimal: pass a float, or the amount as a string")
-        elif isinstance(value, int) and not isinstance(value, (bool, Uint)) and not INT_MIN <= value <= INT_MAX:
-            found.append(f"an argument holds `{value}`, out of the range of a CEL `int` (a `uint` argument "
-                         "must be declared so)" if value.bit_length() <= 64 else
-                         "an argument holds an int past 64 bits, which no CEL value holds")
-        if len(found) == 3:
-            break
-    return found

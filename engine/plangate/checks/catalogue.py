@@ -12,11 +12,12 @@ constants are typed by value, expressions by the CEL type checker, results of ea
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any, Iterator
 
 from plangate.cel import ast as cel
 from plangate.cel.evaluate import (INT_MAX, INT_MIN, CelError, Duration, Timestamp, Uint, parse_bytes, parse_duration,
-                                   parse_timestamp, value_source)
+                                   parse_timestamp, value_source, leaves)
 from plangate.cel.types import DYN, INT, ListType, MapType, Primitive, check_types
 from plangate.checks.context import PlanContext
 from plangate.diagnostics import Diagnostic, Label, Severity, diagnostic
@@ -125,6 +126,26 @@ def argument_problems(tool: str, entry: CatalogueEntry | None, args: dict[str, A
     problems.extend(f"`{tool}` needs argument `{name}` (`{spec.type}`)"
                     for name, spec in schema.items() if name not in args and not spec.optional)
     return problems
+
+
+
+def values_outside_cel(args: dict[str, Any]) -> list[str]:
+    """Why arguments (typed as the rules see them) that have a JSON form are still no values the
+    rules could see as the runtime's would be: a `Decimal` (JSON has numbers, the rules doubles:
+    pass a float, or the amount as a string) or an int out of the range of a CEL `int` that is not
+    a declared `uint` (`plangate check` refuses such a constant too). Empty when there is nothing of
+    the kind."""
+    found: list[str] = []
+    for value in leaves(args):
+        if isinstance(value, Decimal):
+            found.append(f"the argument value `{value}` is a Decimal: pass a float, or the amount as a string")
+        elif isinstance(value, int) and not isinstance(value, (bool, Uint)) and not INT_MIN <= value <= INT_MAX:
+            found.append(f"an argument holds `{value}`, out of the range of a CEL `int` (a `uint` argument "
+                         "must be declared so)" if value.bit_length() <= 64 else
+                         "an argument holds an int past 64 bits, which no CEL value holds")
+        if len(found) == 3:
+            break
+    return found
 
 
 # The declared types whose values a call writes as a conversion of text: value class, parser, example.

@@ -23,7 +23,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Callable, Iterable, Sequence
+from types import MappingProxyType
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from plangate.cel.ast import Expr, to_source
 from plangate.diagnostics import Diagnostic, Label, diagnostic
@@ -138,7 +139,7 @@ class CompiledPolicy:
     unknown_tools: str
     requirements: tuple[CompiledRequirement, ...]
     rules: tuple[CompiledRule, ...]
-    limits: dict[str, LimitValue]
+    limits: Mapping[str, LimitValue] = field(hash=False)  # read-only (a `MappingProxyType`)
     tests: tuple[tuple[str, PolicyTest], ...]
     hash: str = ""
     _matched: dict[str, CatalogueEntry | None] = field(default_factory=dict, compare=False, repr=False)
@@ -285,7 +286,7 @@ def compile_policies(policies: Iterable[Policy]) -> tuple[CompiledPolicy, list[D
         unknown_tools=unknown_tools,
         requirements=tuple(requirements),
         rules=tuple(rules),
-        limits=limits,
+        limits=MappingProxyType(limits),
         tests=tuple(tests),
     )
     object.__setattr__(compiled, "hash", content_hash(compiled.canonical()))

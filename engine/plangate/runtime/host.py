@@ -85,11 +85,11 @@ from typing import Any, Callable
 from plangate.budget import DEFAULT_WORKERS
 from plangate.cel import ast as cel
 from plangate.cel.evaluate import CelError, compile_expr
-from plangate.driver import CheckResult, check_sources  # before plangate.policy.facts: it loads the checks first
+from plangate.driver import CheckResult, as_sources, check_sources  # before plangate.policy.facts: it loads the checks first
 from plangate.ir.nodes import Plan, Risk, Step, ToolCall
 from plangate.policy.compiled import CatalogueEntry, CompiledPolicy, format_seconds
 from plangate.policy.decide import evaluator_for
-from plangate.checks.catalogue import argument_problems, typed_arguments
+from plangate.checks.catalogue import argument_problems, typed_arguments, values_outside_cel
 from plangate.policy.facts import StepFacts, effective_risk, rule_activation
 from plangate.runtime.canonical import canonical_json, content_hash
 from plangate.runtime.canonical_plan import canonical, plan_hash
@@ -217,6 +217,7 @@ class Runtime:
     def hold(self, run: str) -> Iterator[None]:
         """Hold the run's lock (re-entrant) for the block; a `RunError` naming the holder when
         another live process executes or changes the run."""
+        _require_run_id(run)
         try:
             with self._locks.hold(run):
                 yield
@@ -226,7 +227,12 @@ class Runtime:
     # ------------------------------------------------------------------ starting
     def start(self, plan_text: str, plan_file: str, policy_texts: list[tuple[str, str]],
               run: str | None = None) -> str:
-        """Record a new run (the plan must have been checked clean); returns the run id."""
+        """Record a new run (the plan must have been checked clean); returns the run id. The
+        policies are (name, text) pairs or `SourceFile`s; a `TypeError` for other values."""
+        _require_text(plan_text, plan_file)
+        policy_texts = [(source.name, source.text) for source in as_sources(policy_texts, "policy")]
+        if run is not None:
+            _require_run_id(run)
         plan, policy = _load(plan_text, plan_file, policy_texts)
         run = run or new_run_id()
         with self.hold(run):
@@ -248,6 +254,7 @@ class Runtime:
 
     def new_version(self, run: str, plan_text: str, plan_file: str) -> str:
         """Replace the plan of a run in progress; completed effects and unknown outcomes stay."""
+        _require_text(plan_text, plan_file)
         with self.hold(run):
             return self._new_version(run, plan_text, plan_file)
 
@@ -282,6 +289,7 @@ class Runtime:
         """The run folded from its journal. The first view of a run in this process verifies the
         whole chain; later ones read and verify only the records appended since, and fold them
         into a copy of the last folded state (which is derived from the journal alone)."""
+        _require_run_id(run)
         cached = self._folded.get(run)
         if cached is None:
             folded, last = self._fold_whole(run)
@@ -578,6 +586,9 @@ class Runtime:
         misfits = argument_problems(step.call.tool, entry, typed)
         if misfits:  # the rules were written for arguments of the declared types
             return "the call does not fit its tool's `args`: " + "; ".join(misfits), []
+        outside = values_outside_cel(typed)
+        if outside:  # no rule could see it as it is: one would err (and not fire) where it must decide
+            return "the rules cannot see the call's arguments: " + "; ".join(outside), []
         facts = StepFacts(step=step, entry=entry, declared_risk=step.risk.level if step.risk else None,
                           effective_risk=effective_risk(step, entry), args=typed)
         decision = evaluator_for(view.policy).decide_call(rule_activation(facts, view.plan))
@@ -1086,6 +1097,19 @@ def _copy_view(view: RunView) -> RunView:
                    rollback_calls=dict(view.rollback_calls), rollback_unknown=dict(view.rollback_unknown),
                    rolled_back=set(view.rolled_back),
                    approvals={step: list(items) for step, items in view.approvals.items()})
+
+
+def _require_text(plan_text: object, plan_file: object) -> None:
+    """A caller's mistake in the texts given to the API, as a clear `TypeError`."""
+    if not isinstance(plan_text, str):
+        raise TypeError(f"the plan text must be a str (decode bytes first), not {type(plan_text).__name__}")
+    if not isinstance(plan_file, str):
+        raise TypeError(f"the plan's file name must be a str, not {type(plan_file).__name__}")
+
+
+def _require_run_id(run: object) -> None:
+    if not isinstance(run, str):
+        raise TypeError(f"a run id is a str, not {type(run).__name__}")
 
 
 def _load(plan_text: str, plan_file: str, policy_texts: list[tuple[str, str]],

@@ -88,7 +88,7 @@ class Tool:
         return self.function(*args, **kwargs)
 
     def __repr__(self) -> str:
-        return f"<Tool {self.name} ({self.function.__module__}.{self.function.__qualname__})>"
+        return f"<Tool {self.name} ({getattr(self.function, '__module__', None)}.{_name(self.function)})>"
 
     @property
     def takes_idempotency_key(self) -> bool:
@@ -146,18 +146,26 @@ class ToolRegistry:
         self._loaded: set[str] = set()  # the files (resolved) and module names already loaded
 
     def register(self, new_tool: Tool) -> None:
-        """Add a tool; a second, different tool under the same name is a `ValueError`."""
+        """Add a tool; a second, different tool under the same name is a `ValueError`, anything
+        but a `Tool` (a function not decorated with `@tool`) a `TypeError`."""
+        if not isinstance(new_tool, Tool):
+            raise TypeError(f"register takes a tool made with @tool(\"name.of.tool\"), not {type(new_tool).__name__}")
         known = self._tools.get(new_tool.name)
         if known is not None and known is not new_tool:
             raise ValueError(
-                f"two tools are named {new_tool.name}: {known.function.__qualname__} in "
-                f"{known.function.__module__} and {new_tool.function.__qualname__} in "
-                f"{new_tool.function.__module__}"
+                f"two tools are named {new_tool.name}: {_name(known.function)} in "
+                f"{getattr(known.function, '__module__', None)} and {_name(new_tool.function)} in "
+                f"{getattr(new_tool.function, '__module__', None)}"
             )
         self._tools[new_tool.name] = new_tool
 
-    def load(self, module_or_file: str) -> list[str]:
-        """Register every `Tool` of a Python file or importable module; the problems, or []."""
+    def load(self, module_or_file: str | os.PathLike[str]) -> list[str]:
+        """Register every `Tool` of a Python file (a path) or importable module (a name); the
+        problems, or []."""
+        if isinstance(module_or_file, os.PathLike):
+            module_or_file = os.fspath(module_or_file)
+        if not isinstance(module_or_file, str):
+            raise TypeError(f"load takes a file's path or a module's name, not {type(module_or_file).__name__}")
         looks_like_file = module_or_file.endswith(".py") or Path(module_or_file).is_file()
         if looks_like_file:
             path = Path(module_or_file)
@@ -266,6 +274,12 @@ def invoke_reconcile(called_tool: Tool, idempotency_key: str,
 _KEYWORD_KINDS = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
 
 
+def _name(function: Callable[..., Any]) -> str:
+    """The qualified name of a tool's function; a callable without one (a `partial`, an object)
+    is named by its type."""
+    return getattr(function, "__qualname__", None) or f"a {type(function).__name__} object"
+
+
 def _keyword_parameters(
     name: str, function: Callable[..., Any]
 ) -> tuple[dict[str, Parameter], bool]:
@@ -277,7 +291,7 @@ def _keyword_parameters(
         hints = typing.get_type_hints(function)
     except (NameError, TypeError, ValueError) as error:
         raise TypeError(
-            f"tool {name}: cannot read the signature of {function.__qualname__}: {error}"
+            f"tool {name}: cannot read the signature of {_name(function)}: {error}"
         ) from None
     parameters: dict[str, Parameter] = {}
     takes_any_keyword = False
@@ -338,9 +352,10 @@ def _conforms(value: Any, hint: Any) -> bool:
             _conforms(item, item_hint) for item, item_hint in zip(value, item_hints))
     if hint is dict or origin in (dict, collections.abc.Mapping):
         key_and_value_hints = typing.get_args(hint)
-        return isinstance(value, dict) and (
+        return isinstance(value, dict) and (  # JSON keys are strings: `dict[int, …]` fits no JSON object
             not key_and_value_hints
-            or all(_conforms(item, key_and_value_hints[1]) for item in value.values())
+            or all(_conforms(key, key_and_value_hints[0]) and _conforms(item, key_and_value_hints[1])
+                   for key, item in value.items())
         )
     return True
 
