@@ -584,6 +584,7 @@ def test_a_crashed_rollback_without_a_hook_waits_for_plangate_reconcile(tmp_path
         assert waiting.state == "aborting" and waiting.exit_code == 3
         assert "the abort is not finished" in waiting.message
         assert waiting.steps["w"]["state"] == "outcome_unknown" and "rollback" in waiting.steps["w"]["reason"]
+        assert waiting.needs_reconcile == ("w",)  # `resume` says `settle it with: plangate reconcile …`
         with pytest.raises(RunError, match="has no unknown outcome"):
             runtime.reconcile(RUN, "r", True, "ops")
         with pytest.raises(RunError, match="is being aborted"):

@@ -699,8 +699,49 @@ def test_a_plan_version_recorded_before_steps_were_held_back_through_after_folds
     view = runtime.view(run)
     assert "ca" not in view.recheck and view.states["ca"] == "succeeded" and "a" not in view.states
     runtime.new_version(run, plan_text(body % "a3", version=3), "t.plan")
-    assert kinds(runtime, run, "plan_version")[-1].body["hold"] == "followers"
+    assert kinds(runtime, run, "plan_version")[-1].body["hold"] == "followers, settled"
     assert "ca" in runtime.view(run).recheck
+
+
+@pytest.mark.parametrize("settled", ["before the pass", "after the pass"])
+@pytest.mark.parametrize("new_value", ["x", "y"])
+def test_an_unknown_outcome_settled_after_a_new_version_is_rechecked_like_a_completed_step(box, settled, new_value):
+    """`c`'s call was made under version 1 (`to: "x"`) and its answer lost. Version 2 changes `a`,
+    whose result `c` reads. Once `c` is settled as happened, its call is computed again from the
+    new results: the same call keeps the effect; another is made afresh, with a new approval, and
+    nothing after `c` runs on the old effect meanwhile. Whether it is settled before `a` ran again
+    or after changes nothing."""
+    toolbox, runtime = box
+    toolbox.values.update({"a1": "x", "a2": new_value})
+    body = """
+  step a { call t.read(key: "%s") }
+  step c { call t.send(to: a.result.value) idempotency "c" approval by role "operator" }
+  step d after c { call t.read(key: "d") }
+"""
+    run = start_plan(runtime, body % "a1")
+    assert runtime.advance(run).steps["c"]["state"] == "waiting_for_approval"
+    runtime.approve(run, "c", "olga", "operator")
+    made = {"to": "x"}  # a crash after the call: its intent is journaled, its answer is not
+    runtime.journal.append(run, "intent", {"tool": "t.send", "args": made, "idempotency_key": "c", "attempt": 1,
+                                           "args_hash": content_hash(made), "plan_hash": runtime.view(run).plan_hash},
+                           step="c")
+    runtime.new_version(run, plan_text(body % "a2", version=2), "t.plan")
+    if settled == "after the pass":
+        report = runtime.advance(run)
+        assert report.steps["c"]["state"] == "outcome_unknown" and report.steps["a"]["state"] == "succeeded"
+    runtime.reconcile(run, "c", True, "bob", {"to": "x"})
+    report = runtime.advance(run)
+    sent = [call for call in toolbox.calls if call[0] == "t.send"]
+    if new_value == "x":  # the call it would make is the one that happened: kept
+        assert report.state == "succeeded" and sent == []
+        assert [call[1] for call in toolbox.calls] == ["a1", "a2", "d"]
+        return
+    assert report.steps["c"]["state"] == "waiting_for_approval" and sent == []
+    assert "d" not in [call[1] for call in toolbox.calls]
+    runtime.approve(run, "c", "olga", "operator")
+    report = runtime.advance(run)
+    assert report.state == "succeeded"
+    assert [call[:2] for call in toolbox.calls] == [("t.read", "a1"), ("t.read", "a2"), ("t.send", "y"), ("t.read", "d")]
 
 
 def test_a_run_recorded_before_a_check_that_now_refuses_its_plan_can_still_be_read(box, monkeypatch):

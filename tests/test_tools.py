@@ -390,6 +390,14 @@ def test_sys_exit_in_a_tool_fails_the_attempt_and_keyboard_interrupt_still_stops
     with pytest.raises(KeyboardInterrupt):
         invoke(interrupted, {})
 
+    @interrupted.reconcile
+    def interrupted_hook(idempotency_key: str) -> None:
+        raise KeyboardInterrupt
+
+    for within in (None, (5.0, "5s")):  # on the hook's own thread too: raised again here, not printed there
+        with pytest.raises(KeyboardInterrupt):
+            invoke_reconcile(interrupted, "k", within)
+
 
 def test_a_tools_file_that_calls_sys_exit_is_a_loading_problem(tmp_path):
     path = tmp_path / "bad.py"

@@ -108,6 +108,10 @@ GOOD = frozenset({"succeeded", "skipped"})
 BAD = frozenset({"failed", "blocked", "cancelled", "compensated"})
 BOUNDARIES = ("before_intent", "after_intent", "after_call", "after_result")
 HOOK = "reconcile hook"  # who settled an unknown outcome when the tool's hook did
+# What a `plan_version` record holds back (`_hold_back_followers`): completed steps after one that
+# runs again, also through `after`; since this version, also a call of an earlier version whose
+# unknown outcome is settled after it.
+HOLD_FOLLOWERS, HOLD_SETTLED = "followers", "followers, settled"
 UNANSWERED = "the call may have happened: its answer was never recorded"
 
 
@@ -151,6 +155,10 @@ class RunView:
     # their state and reason, held back until their call can be computed anew (`_prepare`).
     recheck: dict[str, tuple[str, str | None]] = field(default_factory=dict)
     completed_at: dict[str, int] = field(default_factory=dict)  # step → seq of its result (rollback order)
+    # Whether the last plan version also holds back a step whose unknown outcome, of a call made
+    # under an earlier version, is settled as happened after it (`_fold`'s `result`; journals
+    # written before it did record no such `hold`, and are folded as they were written).
+    holds_settled: bool = False
     # The abort: the steps to roll back (recorded with the `aborting` run state), in order.
     to_roll_back: list[str] = field(default_factory=list)
     rollback_intents: dict[str, dict[str, Any]] = field(default_factory=dict)  # open: no answer recorded
@@ -277,7 +285,7 @@ class Runtime:
         if version <= view.plan_version:
             raise RunError(f"the new plan must have a higher `version` than {view.plan_version}, not {version}")
         body = {"plan_hash": new_hash, "plan_version": version, "plan_text": plan_text, "plan_file": plan_file,
-                "hold": "followers"}  # what `_hold_back_followers` holds back: see there
+                "hold": HOLD_SETTLED}  # what `_hold_back_followers` holds back: see there
         revised = _copy_view(view)  # what the run would be under the new version, to check its tools first
         _fold(revised, Record(0, run, "plan_version", None, body, "", "", ""))
         self.require_tools(revised.plan, revised.states, "the new plan version was not recorded")
@@ -1051,8 +1059,8 @@ class Runtime:
         if record and state in ("succeeded", "failed", "blocked") and not waits and view.run_state != state:
             self.journal.append(run, "run_state", {"state": state, "reason": message})
         tools_loaded = bool(self.tools.names())  # which hooks exist is known only then (`status` loads none)
-        needs_reconcile = tuple(
-            step_id for step_id, intent in view.open_intents.items()
+        needs_reconcile = tuple(  # a step's own call or, in an abort, its rollback
+            step_id for step_id, intent in [*view.open_intents.items(), *view.rollback_intents.items()]
             if tools_loaded and steps.get(step_id, {}).get("state") == "outcome_unknown"
             and getattr(self.tools.get(intent["tool"]), "reconcile_hook", None) is None)
         return RunReport(run, state, message, steps, needs_reconcile)
@@ -1145,7 +1153,8 @@ def _fold(view: RunView, record: Record) -> None:
         view.plan_text = body["plan_text"]
         for step_id in sorted(set(view.states) | set(view.attempts) | set(view.open_intents)):
             _revise(view, step_id, _step(old_plan, step_id) or view.dropped.get(step_id), _step(plan, step_id))
-        _hold_back_followers(view, through_after=body.get("hold") == "followers")
+        view.holds_settled = body.get("hold") == HOLD_SETTLED
+        _hold_back_followers(view, through_after=body.get("hold") in (HOLD_FOLLOWERS, HOLD_SETTLED))
     elif kind == "recheck":
         held = view.recheck.pop(step, None) if step is not None else None
         if body.get("kept") and held is not None:
@@ -1190,6 +1199,10 @@ def _fold(view: RunView, record: Record) -> None:
                 view.reasons[step] = "its call happened; the step is no longer in the plan"
         else:
             view.states[step] = "verifying"
+            if view.holds_settled and view.last_intent.get(step, {}).get("plan_hash") != view.plan_hash:
+                # an unknown outcome of a call made under an earlier version, settled after the new
+                # one: held back and rechecked as a completed step is (`_hold_back_followers`)
+                view.recheck[step] = (view.states.pop(step), view.reasons.pop(step, None))
     elif kind == "attempt_failed" and step not in view.open_intents and step in view.rollback_intents:
         _fold_rollback(view, step, kind, body)  # a journal written before rollback failures were marked
     elif kind == "attempt_failed":
@@ -1319,7 +1332,14 @@ def _hold_back_followers(view: RunView, through_after: bool) -> None:
     before `a`'s new call. Journals written before plangate held back steps ordered by `after`
     record no `hold` in their `plan_version` records (`through_after` False): they are folded as
     they were written, readers only, so their runs read as they ran. A `check` that failed after
-    a step that runs again is decided afresh: its failure was about the old call's effect."""
+    a step that runs again is decided afresh: its failure was about the old call's effect.
+
+    An unknown outcome is no completed step when the version lands: it is kept until settled. Once
+    settled as happened, its call was made under an earlier version, and the call the new version
+    computes (from results that may have changed since, or change still) may differ: `_fold` holds
+    it back then, whatever its predecessors' states, and it is rechecked the same way (kept, or run
+    afresh with new approvals). Journals whose `plan_version` records say `hold: "followers"` were
+    written before that, and are folded as they were written."""
     index = _index(view.plan)
 
     def follows_unfinished(step_id: str) -> bool:

@@ -262,10 +262,19 @@ def invoke_reconcile(called_tool: Tool, idempotency_key: str,
     if within is None:
         return _call(hook, {IDEMPOTENCY_PARAMETER: idempotency_key}, what)
     answers: list[Outcome] = []
-    asking = threading.Thread(target=lambda: answers.append(_call(hook, {IDEMPOTENCY_PARAMETER: idempotency_key}, what)),
-                              name=f"plangate-reconcile-{called_tool.name}", daemon=True)
+    interrupted: list[KeyboardInterrupt] = []
+
+    def ask() -> None:
+        try:
+            answers.append(_call(hook, {IDEMPOTENCY_PARAMETER: idempotency_key}, what))
+        except KeyboardInterrupt as interrupt:  # raised again on the caller's thread, as without `within`
+            interrupted.append(interrupt)
+
+    asking = threading.Thread(target=ask, name=f"plangate-reconcile-{called_tool.name}", daemon=True)
     asking.start()
     asking.join(within[0])
+    if interrupted:
+        raise interrupted[0]
     if not answers:
         return Outcome(False, error=f"it gave no answer within {within[1]}")
     return answers[0]
