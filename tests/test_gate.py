@@ -308,3 +308,15 @@ def test_the_api_takes_policies_as_a_set_and_texts_as_pairs_or_files():
         check_sources(plan)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="must be a str"):
         check_sources([("p.plan", plan.encode())])
+
+
+def test_idempotency_key_is_no_argument_of_a_call_for_the_gate_or_check():
+    from plangate.checks.step_shape import IDEMPOTENCY_PARAMETER
+    from plangate.runtime import tools
+
+    assert IDEMPOTENCY_PARAMETER == tools.IDEMPOTENCY_PARAMETER
+    gate = Gate.from_sources([("p.policy", "policy p { tool t.w { risk reversible_write } }")])
+    decision = gate.decide("t.w", {"idempotency_key": "k"})
+    assert not decision.allowed and "the runtime gives a tool the step's idempotency key" in decision.reasons[0]
+    found = gate.check_plan('plan p { step w { call t.w(idempotency_key: "k") idempotency "k" } }').diagnostics
+    assert [(d.name, d.span.start) for d in found] == [("arg-type", 27)]

@@ -27,6 +27,7 @@ in the decision. `check_plan` runs the static checker on a plan text under the s
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping, Sequence
@@ -129,6 +130,7 @@ class Gate:
         `TypeError` when `tool` is not a string or `args` not a mapping (a caller's mistake, not a
         decision)."""
         from plangate.checks.catalogue import argument_problems, typed_arguments, values_outside_cel
+        from plangate.checks.step_shape import IDEMPOTENCY_PARAMETER
         from plangate.policy.decide import evaluator_for
         from plangate.policy.facts import StepFacts, effective_risk, rule_activation
         from plangate.runtime.canonical import canonical_json
@@ -167,6 +169,9 @@ class Gate:
         else:
             decision.reasons.extend(values_outside_cel(arguments))
         decision.reasons.extend(argument_problems(tool, entry, arguments))
+        if IDEMPOTENCY_PARAMETER in arguments:  # the runtime gives it: a plan's call never can
+            decision.reasons.append(f"`{IDEMPOTENCY_PARAMETER}` is no argument of a call: the runtime gives a tool "
+                                    "the step's idempotency key")
         if kind == "check" and level > Risk.read_only:
             decision.reasons.append(f"a check only observes, and `{tool}` is `{level.name}`")
         retries = self.policy.limit("retries")
@@ -179,7 +184,7 @@ class Gate:
             decision.denied_by.append(rule.name)
             decision.reasons.append(outcome.denial(rule))
         decision.warnings.extend(f"warn rule `{rule.name}` fires" for rule in outcome.warned_by)
-        plan_level = self._plan_level_conditions()
+        plan_level = self._plan_level_conditions
         decision.errors.extend(f"{name}: {message}" for name, message in outcome.errors if name not in plan_level)
         needs: dict[str, ApprovalNeed] = {}
         for requirement in outcome.requirements:
@@ -201,7 +206,8 @@ class Gate:
         decision.allowed = not decision.reasons
         return decision
 
-    def _plan_level_conditions(self) -> set[str]:
+    @functools.cached_property
+    def _plan_level_conditions(self) -> frozenset[str]:
         """Rules and requirements whose condition reads nothing of the call (`plan.budget…`): their
         failures (a plan without a budget) say nothing about the call and are not reported."""
         from plangate.cel.ast import Ident, walk
@@ -212,7 +218,7 @@ class Gate:
             if when is not None and not any(isinstance(node, Ident) and node.name in ("step", "call", "args")
                                             for node in walk(when)):
                 names.add(rule.name if hasattr(rule, "name") else rule.describe())
-        return names
+        return frozenset(names)
 
     def check_plan(self, text: str, name: str = "plan.plan") -> CheckResult:
         """The static check of a plan text under this gate's policies (as `plangate check`)."""
