@@ -320,3 +320,15 @@ def test_idempotency_key_is_no_argument_of_a_call_for_the_gate_or_check():
     assert not decision.allowed and "the runtime gives a tool the step's idempotency key" in decision.reasons[0]
     found = gate.check_plan('plan p { step w { call t.w(idempotency_key: "k") idempotency "k" } }').diagnostics
     assert [(d.name, d.span.start) for d in found] == [("arg-type", 27)]
+
+
+def test_a_pattern_past_the_evaluators_bound_counts_as_firing_not_as_a_pass():
+    """A deny rule whose regular expression comes from the call: a pattern too long to compile is
+    the evaluator's limit, not a sign the rule does not apply, so it cannot be used to slip past."""
+    gate = Gate.from_sources([("p.policy", """policy p { tool t.x { risk read_only }
+        deny "re" when call.tool == "t.x" && "abc".matches(args.p) }""")])
+    assert gate.decide("t.x", {"p": "z"}).allowed
+    long = gate.decide("t.x", {"p": "z" * 5000})
+    assert not long.allowed and long.denied_by == ["re"]
+    invalid = gate.decide("t.x", {"p": "("})  # an invalid pattern is the pattern's meaning: an error, no deny
+    assert invalid.allowed and invalid.errors

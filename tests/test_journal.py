@@ -169,6 +169,10 @@ def test_opening_what_is_not_a_journal_is_a_clear_error(tmp_path):
     sqlite3.connect(other).execute("CREATE TABLE t (x)").connection.close()
     with pytest.raises(JournalError, match="not a plangate journal"):
         Journal.open(other, read_only=True)
+    before = other.read_bytes()
+    with pytest.raises(JournalError, match="not a plangate journal \\(a SQLite database with other tables: t\\)"):
+        Journal.open(other)  # as `run` opens it: another application's database is not taken over
+    assert other.read_bytes() == before and not (tmp_path / "other.db-wal").exists()
 
 
 def test_records_cannot_be_updated_or_deleted_through_sqlite_by_accident(journal_path):

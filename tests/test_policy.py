@@ -615,6 +615,24 @@ def test_a_more_specific_entry_in_another_policy_never_loosens_a_tool():
     assert check_sources([], [one]).policy.match("deploy.preview").risk.name == "read_only"
 
 
+def test_a_pattern_two_policies_share_does_not_speak_for_a_tool_one_of_them_rates_itself():
+    """`deploy.*` is in both policies, and the overlay rates `deploy.preview` itself: the overlay
+    speaks of it through that entry (read_only), the base through `deploy.*` (reversible_write),
+    so the tool is reversible_write; the overlay's `deploy.*` (external_write) is not about it."""
+    from plangate.driver import check_sources
+    from plangate.source import SourceFile
+
+    base = SourceFile("base.policy", "policy base { tool deploy.* { risk reversible_write } }")
+    overlay = SourceFile("overlay.policy", """policy overlay {
+      tool deploy.* { risk external_write cost <= 3 usd } tool deploy.preview { risk read_only } }""")
+    for policies in ([base, overlay], [overlay, base]):
+        compiled = check_sources([], policies).policy
+        preview = compiled.match("deploy.preview")
+        assert (preview.risk.name, preview.cost_cap, preview.policies) == ("reversible_write", None, ("base", "overlay"))
+        other = compiled.match("deploy.other")
+        assert (other.risk.name, other.cost_cap) == ("external_write", 3)
+
+
 def test_a_condition_about_a_named_tool_is_typed_by_that_tools_arguments():
     """`call.tool == "notes.save" && args.pth == "x"` can never fire on the calls it is about:
     `notes.save` has no `pth`. A condition some named tool's arguments fit is fine."""

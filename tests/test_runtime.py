@@ -1343,3 +1343,21 @@ def test_misuse_of_the_runtime_api_is_a_clear_type_error(tmp_path):
     with pytest.raises(RunError, match="already exists"):
         runtime.start(plan, "p.plan", [("p.policy", policy)], run="r1")
         runtime.start(plan, "p.plan", [("p.policy", policy)], run="r1")
+
+
+@pytest.mark.parametrize("happened, state", [(False, "cancelled"), (True, "succeeded")])
+def test_an_unknown_outcome_settled_after_an_abort_ends_as_the_aborted_run_does(box, happened, state):
+    """An abort leaves an unknown outcome as it is; settled afterwards, nothing will call or verify
+    the step again: it is not left `ready` or `verifying` in an ended run."""
+    toolbox, runtime = box
+    run = start_plan(runtime, '  step w { call t.write(name: "w") risk reversible_write idempotency "w" }\n'
+                              '  step r after w { call t.read(key: "r") }')
+    runtime.journal.append(run, "intent", {"tool": "t.write", "args": {"name": "w"}, "idempotency_key": "w",
+                                           "attempt": 1}, step="w")  # a crash after the call
+    aborted = runtime.abort(run, rollback=False)
+    assert aborted.state == "aborted" and aborted.steps["w"]["state"] == "outcome_unknown"
+    assert aborted.needs_reconcile == ("w",)  # `resume` asks no hook of an ended run: `reconcile` settles it
+    runtime.reconcile(run, "w", happened, "bob", {"name": "w"} if happened else None)
+    report = runtime.advance(run)
+    assert report.state == "aborted" and report.steps["w"]["state"] == state and toolbox.calls == []
+    assert "aborted" in report.steps["w"]["reason"]

@@ -354,8 +354,8 @@ def _print_report(report) -> int:
     if report.state != "succeeded":
         print(report.message)
     unsettled = [step_id for step_id, info in report.steps.items() if info["state"] == "outcome_unknown"]
-    if any(info["state"] == "waiting_for_approval" for info in report.steps.values()) or any(
-            step_id not in report.needs_reconcile for step_id in unsettled):
+    if report.state != "aborted" and (any(info["state"] == "waiting_for_approval" for info in report.steps.values())
+                                      or any(step_id not in report.needs_reconcile for step_id in unsettled)):
         print(f"go on with: plangate resume {report.run} --tools …")
     for step_id in report.needs_reconcile:
         print(f"settle it with: plangate reconcile {report.run} {step_id} --happened|--not-happened --as NAME")

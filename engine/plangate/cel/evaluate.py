@@ -702,8 +702,8 @@ def _matches(text: object, pattern: object) -> bool:
     if not isinstance(text, str) or not isinstance(pattern, str):
         raise _no_overload(".matches", text, pattern)
     regexp = _regexp(pattern)
-    if isinstance(regexp, str):
-        raise _Failure(regexp)
+    if isinstance(regexp, str):  # a pattern past the bound is the evaluator's limit, not the pattern's meaning
+        raise _Failure(regexp, bounded=len(pattern) > MAX_PATTERN_CHARS)
     try:
         return regexp.search(text) is not None  # type: ignore[attr-defined]
     except UnicodeEncodeError:

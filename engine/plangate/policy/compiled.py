@@ -21,7 +21,7 @@ runtime decides with this same object, so a decision never depends on anything o
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from types import MappingProxyType
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -57,6 +57,10 @@ class CatalogueEntry:
     # pattern gives them: (pattern, span) of that entry, for messages.
     cost_from: tuple[str, Span] | None = field(default=None, compare=False)
     time_from: tuple[str, Span] | None = field(default=None, compare=False)
+    # One pattern given by several policies is one entry (the combination of theirs); these are
+    # the policies' own entries, each with its one origin, so that each policy still speaks of a
+    # tool through its own most specific entry (`entry_where`). Empty for an entry of one policy.
+    parts: tuple["CatalogueEntry", ...] = field(default=(), compare=False, repr=False)
 
     def cost_source(self) -> tuple[str, Span]:
         """The pattern and span of the entry whose cost cap this is."""
@@ -165,9 +169,11 @@ class CompiledPolicy:
         spoken: list[CatalogueEntry] = []
         for position in range(len(self.ids)):
             best: CatalogueEntry | None = None
-            for entry in self.catalogue:
-                if position in entry.origins and applies(entry) \
-                        and (best is None or entry.specificity() > best.specificity()):
+            for combined in self.catalogue:
+                if position not in combined.origins:
+                    continue
+                entry = next((part for part in combined.parts if position in part.origins), combined)
+                if applies(entry) and (best is None or entry.specificity() > best.specificity()):
                     best = entry
             if best is not None and best not in spoken:
                 spoken.append(best)
@@ -312,7 +318,7 @@ def _merge_entries(first: CatalogueEntry, second: CatalogueEntry, diagnostics: l
             f"policies `{first.policies[0]}` and `{second.policies[0]}` disagree on `{first.pattern}`: {difference}",
             labels=[Label(first.span, f"`{first.policies[0]}` says this")],
             help="combined policies keep the stricter side; make the entries agree to silence this"))
-    return _combine_matches([first, second])
+    return replace(_combine_matches([first, second]), parts=(*(first.parts or (first,)), *(second.parts or (second,))))
 
 
 def _combine_matches(entries: list[CatalogueEntry]) -> CatalogueEntry:

@@ -1059,10 +1059,11 @@ class Runtime:
         if record and state in ("succeeded", "failed", "blocked") and not waits and view.run_state != state:
             self.journal.append(run, "run_state", {"state": state, "reason": message})
         tools_loaded = bool(self.tools.names())  # which hooks exist is known only then (`status` loads none)
+        ended = view.run_state in ENDED  # `resume` asks no hook of an ended run: only `reconcile` settles
         needs_reconcile = tuple(  # a step's own call or, in an abort, its rollback
             step_id for step_id, intent in [*view.open_intents.items(), *view.rollback_intents.items()]
-            if tools_loaded and steps.get(step_id, {}).get("state") == "outcome_unknown"
-            and getattr(self.tools.get(intent["tool"]), "reconcile_hook", None) is None)
+            if (tools_loaded or ended) and steps.get(step_id, {}).get("state") == "outcome_unknown"
+            and (ended or getattr(self.tools.get(intent["tool"]), "reconcile_hook", None) is None))
         return RunReport(run, state, message, steps, needs_reconcile)
 
 
@@ -1197,6 +1198,9 @@ def _fold(view: RunView, record: Record) -> None:
             else:
                 view.states[step] = "succeeded"
                 view.reasons[step] = "its call happened; the step is no longer in the plan"
+        elif view.run_state in ("aborting", "aborted"):  # settled after the abort: nothing verifies it now
+            view.states[step] = "succeeded"
+            view.reasons[step] = "its call happened (settled after the run was aborted); its `expect` was not evaluated"
         else:
             view.states[step] = "verifying"
             if view.holds_settled and view.last_intent.get(step, {}).get("plan_hash") != view.plan_hash:
@@ -1221,6 +1225,9 @@ def _fold(view: RunView, record: Record) -> None:
         else:  # the call was not made: it was no attempt, and the next call makes that attempt again
             view.states[step] = "ready"
             view.attempts[step] = max(0, view.attempts.get(step, 0) - 1)
+            if view.run_state in ("aborting", "aborted"):  # unless the run was aborted: nothing calls it now
+                view.states[step] = "cancelled"
+                view.reasons[step] = "its call did not happen, and the run was aborted"
     elif kind == "approval":
         view.approvals.setdefault(step, []).append(body)
 

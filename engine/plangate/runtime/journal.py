@@ -476,6 +476,11 @@ def _prepare(connection: sqlite3.Connection, *, create: bool, write: bool) -> st
     opened without `create` is checked before anything is written to it."""
     if not create and not _is_journal(connection):
         return "not a plangate journal (it has no records and heads tables)"
+    if create:  # an empty database becomes a journal; another application's is left as it is
+        foreign = sorted(_tables(connection) - {"records", "heads"})
+        if foreign:
+            shown = ", ".join(foreign[:3]) + (", …" if len(foreign) > 3 else "")
+            return f"not a plangate journal (a SQLite database with other tables: {shown})"
     if write:
         (mode,) = connection.execute("PRAGMA journal_mode=WAL").fetchone()
         if mode != "wal":
@@ -489,8 +494,13 @@ def _prepare(connection: sqlite3.Connection, *, create: bool, write: bool) -> st
 
 
 def _is_journal(connection: sqlite3.Connection) -> bool:
-    tables = {name for (name,) in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    return {"records", "heads"} <= tables
+    return {"records", "heads"} <= _tables(connection)
+
+
+def _tables(connection: sqlite3.Connection) -> set[str]:
+    """The database's own tables (SQLite's internal `sqlite_…` ones left out)."""
+    return {name for (name,) in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            if not name.startswith("sqlite_")}
 
 
 def _shape_problem(kind: str, step: str | None, body: dict[str, Any]) -> str | None:
