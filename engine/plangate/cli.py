@@ -250,7 +250,7 @@ def _seconds(text: str) -> float:
     except ValueError:
         raise argparse.ArgumentTypeError(f"`{text}` is not a number of seconds") from None
     if not 0 < value <= 600:
-        raise argparse.ArgumentTypeError(f"`{text}` is not between 0 and 600 seconds")
+        raise argparse.ArgumentTypeError(f"`{text}` is not more than 0 and at most 600 seconds")
     return value
 
 
