@@ -742,3 +742,14 @@ def test_amounts_are_counted_with_all_their_digits():
     big = plan.replace("0.1 usd", "10000000000000000000000000000000 usd").replace(
         "0.1000000000000000000000000000000004", "10000000000000000000000000000004")
     assert names(diagnostics(big)) == ["budget-exceeded:error"]
+
+
+def test_a_long_chain_of_correlated_conditions_is_bounded_without_recursion():
+    """1,100 conditions on one result (`a.result.v > i`) form one component: past `MAX_CONDITIONS`
+    the pairwise search (quadratic, and recursive: it ended in a RecursionError) is left to the
+    solver, whose time is bounded."""
+    steps = "\n".join(f"  step s{i} {{ when a.result.v > {i} call t.x() cost 1 usd }}" for i in range(1100))
+    plan = f"plan r {{\n  budget {{ cost <= 5 usd }}\n  step a {{ call t.x() cost 1 usd }}\n{steps}\n}}\n"
+    found = check_sources([("r.plan", plan)]).diagnostics
+    assert [(d.name, d.message) for d in found] == [
+        ("budget-exceeded", "the plan can cost `1101 usd`, over the plan's budget of `5 usd`")]

@@ -241,6 +241,7 @@ class Secretive:
     __hash__ = object.__hash__
 
 
+DOUBLING = "[[1]]" + "".join(f".map(v{level}, [v{level}, v{level}])" for level in range(40))
 HOSTILE_CASES = [
     ("args.__class__", Error("no such key `__class__`")),
     ("args.__class__.__init__.__globals__", Error("no such key `__class__`")),
@@ -260,10 +261,17 @@ HOSTILE_CASES = [
     ("long_list + long_list", Error("longer than")),
     ('"a".matches("(a)\\\\1")', Error("invalid regular expression")),
     ('"a".matches("(?=a)")', Error("invalid regular expression")),
+    # shared references: 40 steps, 2⁴⁰ elements as a tree; equality and walks would visit them all
+    (DOUBLING + " == " + DOUBLING, Error("counted with every repetition")),
+    # work in C inside a comprehension: each element scans the long list, or reads the long text
+    ("[1, 2, 3].all(x, !(x in long_list)) && [1, 2, 3].all(x, !(x in long_list))", Error("too much work")),
+    ('long_list.map(x, huge.matches("y")).size() > 0', Error("too much work")),
+    ('long_list.exists(x, huge.contains("y"))', Error("too much work")),
+    ("long_list == long_list && long_list == long_list", Error("too much work")),
 ]
 
 
-@pytest.mark.parametrize("text, expected", HOSTILE_CASES, ids=[case[0] for case in HOSTILE_CASES])
+@pytest.mark.parametrize("text, expected", HOSTILE_CASES, ids=[case[0][:60] for case in HOSTILE_CASES])
 def test_hostile_input_stays_inside(text: str, expected: object) -> None:
     activation = {**ACTIVATION, "obj": Secretive(), "huge": "x" * (MAX_SIZE // 2 + 1),
                   "long_list": [0] * (MAX_SIZE // 2 + 1)}

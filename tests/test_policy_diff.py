@@ -470,3 +470,16 @@ def test_a_witness_the_replay_cannot_confirm_does_not_hide_a_plain_one(tmp_path,
     tightened = [c for c in allowed if c["kind"] == "tightened"]
     assert len(tightened) == 1 and "denied by `note`" in tightened[0]["text"]
     assert tightened[0]["witness"]["args"]["currency"] == "abc" and tightened[0]["witness"]["confirmed"]
+
+
+def test_a_diff_spends_at_most_the_commands_solver_time_in_all(tmp_path, capsys, monkeypatch):
+    """Each query has 2 s; all of them together the command's allowance (30 s): past it, what is
+    left is "could not be decided", never a pass, and the diff ends."""
+    from plangate.smt import solve
+
+    monkeypatch.setattr(solve, "TOTAL_BOUND", 0.0)
+    old = policy(REFUND + 'deny "cap" when call.tool == "pay.refund" && args.amount > 500.0')
+    new = policy(REFUND + 'deny "cap" when call.tool == "pay.refund" && args.amount > 900.0')
+    code, report, text = diff(tmp_path, capsys, old, new)
+    assert code == 1 and "solver time of 0s in all is spent" in text
+    assert all(change["kind"] == "changed" for change in report["changes"])

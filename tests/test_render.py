@@ -192,6 +192,21 @@ def test_text_keeps_control_characters_from_the_input_off_the_terminal():
     assert _underlined(rendered, 1) == "red"
 
 
+def test_text_and_github_keep_control_characters_of_file_names_and_messages_off_the_log():
+    """A file name holding a newline would start a line of its own (`::error …`, which a CI log
+    reads as a command); an escape sequence in a name or a message would reach the terminal."""
+    sources = SourceMap()
+    name = "a\n::error file=x::INJECT\x1b[31m.plan"
+    plan = sources.add(SourceFile(name, "step s\n"))
+    item = diagnostic("duplicate-step", _span(plan, "s"), "rule `r\x1b]0;TITLE\x07` fires",
+                      labels=[Label(_span(plan, "step"), "there")])
+    text = render_text([item], sources, files=[name])
+    assert "\x1b" not in text and "\x07" not in text
+    assert not any(line.startswith("::") for line in text.splitlines())
+    github = render_github([item], sources)
+    assert "\x1b" not in github and "\x07" not in github and len(github.splitlines()) == 1
+
+
 def test_text_renders_without_source(sources):
     missing = diagnostic(
         "unreadable-input", Span("ghost.plan", 40, 50), "cannot read `ghost.plan`",

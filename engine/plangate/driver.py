@@ -30,7 +30,7 @@ from plangate.source import SourceFile, SourceMap, Span
 from plangate.syntax import MAX_INPUT_CHARS, parse_source
 
 # Seconds of solver time one plan's checks may take in all (each query has its own, smaller bound).
-SOLVER_TOTAL_BOUND = 30.0
+SOLVER_TOTAL_BOUND = solve.TOTAL_BOUND
 
 # Diagnostics that mean the command could not do its job (exit code 2), not that the plan is bad.
 FAILURE_NAMES = frozenset({"unreadable-input", "internal-error", "budget-unknown"})

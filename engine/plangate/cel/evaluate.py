@@ -35,12 +35,17 @@ Invariants
   Values of other Python types are refused by the operations that meet them ("unsupported value").
 - No `eval`, no attribute access: a selection `a.b` only reads the key "b" of a mapping, so
   `x.__class__` is a "no such key" error, never a Python attribute.
-- No evaluation builds a string, bytes or list longer than `MAX_SIZE`, and no evaluation does more
+- No evaluation builds a string, bytes or list longer than `MAX_SIZE`, nor a list or map holding
+  more than `MAX_DEEP_SIZE` elements and characters counted as a tree (a value held twice counts
+  twice: shared references would otherwise let n steps build 2ⁿ), and no evaluation does more
   than `MAX_WORK` units of work: each element a comprehension visits, and each item of a list or
   map literal built, costs `ITERATION_COST` (both run closures); each element of a string, bytes
   or list built by an operator costs one. Sizes alone would not do: nested
   comprehensions over small lists multiply (`L.map(a, L.map(b, …))` over ten elements, nine deep,
-  is 10⁹ elements, none of its lists long). The budget is per call of `evaluate` (and per thread).
+  is 10⁹ elements, none of its lists long). Work done in C on data costs too: each element that
+  `==` or `in` compares in a list or map costs `ITERATION_COST`, each character that `contains` or
+  `matches` reads one. The budget is per call of `evaluate` (and per thread); a failure at a bound
+  is `bounded`, and a comprehension stops at it rather than absorbing it as an element's error.
 """
 
 from __future__ import annotations
@@ -54,7 +59,7 @@ import threading
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
-from typing import Callable, Iterator, Mapping
+from typing import Callable, Iterable, Iterator, Mapping
 
 import re2
 
@@ -65,6 +70,7 @@ INT_MIN = -(1 << 63)
 INT_MAX = (1 << 63) - 1
 UINT_MAX = (1 << 64) - 1
 MAX_SIZE = 1_000_000
+MAX_DEEP_SIZE = 4 * MAX_SIZE  # a value built, counted as a tree (`_deep_size`): its JSON form stays some MB
 MAX_WORK = 100_000_000
 ITERATION_COST = 100  # a visited element runs closures in Python; a built element is a C copy
 MAX_PATTERN_CHARS = 4096
@@ -193,8 +199,8 @@ def compile_expr(expr: Expr) -> Evaluator:
         return lambda activation: error
 
     def evaluate(activation: Activation) -> object:
-        outer = _work.left  # an evaluation inside another (none today) gets its own budget
-        _work.left = MAX_WORK
+        outer, outer_sizes = _work.left, _work.sizes  # an evaluation inside another (none today) gets its own budget
+        _work.left, _work.sizes = MAX_WORK, {}
         try:
             return compiled(activation)
         except _Failure as failure:
@@ -202,7 +208,7 @@ def compile_expr(expr: Expr) -> Evaluator:
         except RecursionError:
             return CelError("a value is nested too deeply to evaluate", bounded=True)
         finally:
-            _work.left = outer
+            _work.left, _work.sizes = outer, outer_sizes
 
     return evaluate
 
@@ -341,9 +347,69 @@ def _sized(length: int, what: str) -> None:
 
 class _Work(threading.local):
     left = MAX_WORK
+    # The lists and maps an evaluation built or measured: id → (the value, its deep size). The value
+    # is held, so its id is not reused while the entry stands; emptied with each evaluation.
+    sizes: dict[int, tuple[object, int]] = {}
 
 
 _work = _Work()
+
+
+def _deep_size(value: object) -> int:
+    """How many elements `value` holds counted as a tree, itself included: a string or bytes counts
+    its length (at least 1), another scalar 1, a list or map 1 and its elements (a map its values).
+    A list that holds one sublist twice counts it twice: `[[1]].map(a, [a, a]).map(b, [b, b])…`
+    builds 2ⁿ elements by reference in n steps, and whatever walks the value (equality, JSON, a
+    walk for a kind of value) walks them all. Remembered per evaluation; measured without
+    recursion; a value that holds itself (only a Python caller can build one) is an error."""
+    kind = type(value)
+    if kind is str or kind is bytes:
+        return len(value) or 1  # type: ignore[arg-type]
+    if kind in _SCALAR_TYPES or not isinstance(value, (list, tuple, Mapping)):
+        return 1
+    sizes = _work.sizes
+    known = sizes.get(id(value))
+    if known is not None and known[0] is value:
+        return known[1]
+    open_now: set[int] = set()
+    pending: list[object] = [value]
+    while pending:
+        item = pending[-1]
+        key = id(item)
+        if key in sizes and sizes[key][0] is item:
+            pending.pop()
+            continue
+        inner = list(item.values()) if isinstance(item, Mapping) else item  # type: ignore[union-attr]
+        waiting = [element for element in inner  # type: ignore[union-attr]
+                   if isinstance(element, (list, tuple, Mapping))
+                   and not (id(element) in sizes and sizes[id(element)][0] is element)]
+        if waiting:
+            if key in open_now:
+                raise _Failure("a value holds itself")
+            open_now.add(key)
+            pending.extend(waiting)
+            continue
+        pending.pop()
+        open_now.discard(key)
+        sizes[key] = (item, 1 + sum(_deep_size(element) for element in inner))  # type: ignore[union-attr]
+    return sizes[id(value)][1]
+
+
+_SCALAR_TYPES = frozenset({int, float, bool, type(None)})
+
+
+def _built(value: list | dict, parts: Iterable[object]) -> list | dict:
+    """`value`, a list or map just built of `parts` (its elements, a map's values), after checking
+    that it holds at most `MAX_DEEP_SIZE` elements and characters counted as a tree (`_deep_size`);
+    remembered."""
+    total = 1
+    for part in parts:
+        total += _deep_size(part)
+    if total > MAX_DEEP_SIZE:
+        raise _Failure(f"the value built would hold over {MAX_DEEP_SIZE:,} elements and characters, counted "
+                       "with every repetition of the values inside it", bounded=True)
+    _work.sizes[id(value)] = (value, total)
+    return value
 
 
 def _spend(units: int) -> None:
@@ -377,10 +443,14 @@ def _equals(left: object, right: object) -> bool:
     if left_name != right_name:
         return False
     if left_name == "list":
-        return len(left) == len(right) and all(map(_equals, left, right))  # type: ignore[arg-type]
+        if len(left) != len(right):  # type: ignore[arg-type]
+            return False
+        _spend(len(left) * ITERATION_COST)  # type: ignore[arg-type]  # each pair compared in Python
+        return all(map(_equals, left, right))  # type: ignore[arg-type]
     if left_name == "map":
         if len(left) != len(right):  # type: ignore[arg-type]
             return False
+        _spend(len(left) * ITERATION_COST)  # type: ignore[arg-type]
         for key, value in left.items():  # type: ignore[union-attr]
             found = _map_find(right, key)  # type: ignore[arg-type]
             if found is _MISSING or not _equals(value, found):
@@ -407,6 +477,7 @@ def _map_find(mapping: Mapping, key: object) -> object:
     if isinstance(key, str):
         return mapping.get(key, _MISSING)
     if isinstance(key, bool):
+        _spend(len(mapping) * ITERATION_COST)
         for stored, value in mapping.items():
             if stored is key:
                 return value
@@ -415,6 +486,7 @@ def _map_find(mapping: Mapping, key: object) -> object:
         if isinstance(key, float) and not key.is_integer():
             return _MISSING
         if key == 0 or key == 1:  # Python finds `True` under 1 and `False` under 0
+            _spend(len(mapping) * ITERATION_COST)
             for stored, value in mapping.items():
                 if not isinstance(stored, bool) and isinstance(stored, (int, float)) and stored == key:
                     return value
@@ -462,6 +534,7 @@ def _index(container: object, key: object) -> object:
 
 def _contains(item: object, container: object) -> bool:
     if _is_list(container):
+        _spend(len(container) * ITERATION_COST)  # type: ignore[arg-type]  # a scan, in Python
         return any(_equals(item, element) for element in container)  # type: ignore[union-attr]
     if isinstance(container, Mapping):
         return _map_find(container, item) is not _MISSING
@@ -489,7 +562,8 @@ def _add(left: object, right: object) -> object:
         return _timestamp_result(left.nanos + right.nanos)  # type: ignore[attr-defined]
     if _is_list(left) and _is_list(right):
         _sized(len(left) + len(right), "list")  # type: ignore[arg-type]
-        return [*left, *right]  # type: ignore[misc]
+        joined = [*left, *right]  # type: ignore[misc]
+        return _built(joined, joined)
     return _retry_plain(_add, "+", left, right)
 
 
@@ -704,6 +778,7 @@ def _matches(text: object, pattern: object) -> bool:
     regexp = _regexp(pattern)
     if isinstance(regexp, str):  # a pattern past the bound is the evaluator's limit, not the pattern's meaning
         raise _Failure(regexp, bounded=len(pattern) > MAX_PATTERN_CHARS)
+    _spend(len(text))  # linear in the text (RE2), in C
     try:
         return regexp.search(text) is not None  # type: ignore[attr-defined]
     except UnicodeEncodeError:
@@ -717,8 +792,11 @@ def _size(value: object) -> int:
 
 
 def _string_method(method: Callable[[str, str], bool], name: str) -> Callable[[object, object], bool]:
+    whole_target = name == "contains"  # a search reads the whole text; a prefix or suffix test, the argument's length
+
     def call(target: object, argument: object) -> bool:
         if isinstance(target, str) and isinstance(argument, str):
+            _spend(len(target) if whole_target else len(argument))
             return method(target, argument)
         raise _Failure(f"no such overload for `{type_name(target)}.{name}({type_name(argument)})`")
     return call
@@ -913,7 +991,8 @@ def _compile(expr: Expr) -> _Closure:
 
         def build_list(activation: Activation) -> list:
             _spend(cost)
-            return [item(activation) for item in items]
+            built = [item(activation) for item in items]
+            return _built(built, built)
 
         return build_list
     if isinstance(expr, MapExpr):
@@ -1041,7 +1120,7 @@ def _compile_macro(expr: Call) -> _Closure:
     target = _compile(expr.target)  # type: ignore[arg-type]
     steps = [_compile(arg) for arg in expr.args[1:]]
 
-    def elements(activation: Activation) -> list[tuple[object, dict]]:
+    def elements(activation: Activation) -> Iterator[tuple[object, dict]]:
         collection = target(activation)
         if isinstance(collection, Mapping):
             items = list(collection.keys())
@@ -1050,12 +1129,14 @@ def _compile_macro(expr: Call) -> _Closure:
         else:
             raise _Failure(f"`{name}` iterates over a list or a map, not a `{type_name(collection)}`")
         _spend(len(items) * ITERATION_COST)
-        return [(item, {**activation, variable: item}) for item in items]
+        return ((item, {**activation, variable: item}) for item in items)  # one scope at a time
 
     def predicate(check: _Closure, scope: dict) -> bool | _Failure:
         try:
             value = check(scope)
         except _Failure as failure:
+            if failure.bounded:  # the evaluator's limit: no later element could be evaluated either
+                raise
             return failure
         return value if isinstance(value, bool) else _Failure(f"the predicate of `{name}` gives a "
                                                               f"`{type_name(value)}`, not a `bool`")
@@ -1080,7 +1161,7 @@ def _compile_macro(expr: Call) -> _Closure:
                 raise outcome
             if outcome:
                 kept.append(item)
-        return kept
+        return _built(kept, kept)
 
     def mapped(activation: Activation) -> object:
         results = []
@@ -1093,7 +1174,7 @@ def _compile_macro(expr: Call) -> _Closure:
                     continue
             results.append(steps[-1](scope))
         _sized(len(results), "a list")
-        return results
+        return _built(results, results)
 
     return {"filter": filtered, "map": mapped}.get(name, quantified)
 
@@ -1148,6 +1229,7 @@ def _compile_literal_match(target: _Closure, pattern: str) -> _Closure:
         text = target(activation)
         if not isinstance(text, str):
             raise _no_overload(".matches", text, pattern)
+        _spend(len(text))
         try:
             return search(text) is not None
         except UnicodeEncodeError:
@@ -1330,6 +1412,6 @@ def _compile_map(expr: MapExpr) -> _Closure:
             if key in result:  # also refuses `true` beside `1`, which Python cannot keep apart
                 raise _Failure(f"duplicate map key `{_show(key)}`")
             result[key] = value_of(activation)
-        return result
+        return _built(result, result.values())
 
     return build

@@ -91,7 +91,7 @@ def _range(span: Span, sources: SourceMap) -> tuple[Position, Position]:
 
 def _location(span: Span, sources: SourceMap) -> str:
     start, _ = _range(span, sources)
-    return f"{span.file}:{start.line}:{start.column}"
+    return f"{_visible_name(span.file)}:{start.line}:{start.column}"
 
 
 def _full_message(item: Diagnostic) -> str:
@@ -138,6 +138,15 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 def _visible(text: str) -> str:
     """`text` with every control character but tab and newline made visible."""
     return _CONTROL.sub(lambda match: _visible_char(match.group()), text)
+
+
+_ANY_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _visible_name(name: str) -> str:
+    """A file name with every control character made visible, newline and tab too: a name is one
+    line (a newline in it would start a line of its own, which CI logs may read as a command)."""
+    return _ANY_CONTROL.sub(lambda match: _visible_char(match.group()), name)
 
 
 def _cell_width(char: str) -> int:
@@ -433,7 +442,9 @@ _GITHUB_COMMAND = {Severity.ERROR: "error", Severity.WARNING: "warning", Severit
 
 
 def _escape_github_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    """GitHub's escapes for a workflow command's data, then any other control character made
+    visible (an escape sequence would reach the log's terminal otherwise)."""
+    return _visible(text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"))
 
 
 def _escape_github_property(text: str) -> str:

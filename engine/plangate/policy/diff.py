@@ -96,8 +96,11 @@ class Change:
 
 
 def diff_policies(old: CompiledPolicy, new: CompiledPolicy, time_bound: float = 2.0) -> list[Change]:
+    from plangate.smt import solve
+
     policies = {"old": old, "new": new}
-    results = _compare(policies, time_bound)
+    with solve.allowance(solve.TOTAL_BOUND):  # each query has `time_bound`; all of them together, this
+        results = _compare(policies, time_bound)
     changes: list[Change] = []
     allow_differs = _allow_changes(results, changes)
     _catalogue(old, new, changes, allow_differs)

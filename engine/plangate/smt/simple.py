@@ -22,7 +22,9 @@ can fire together. Every set that can fire together is pairwise compatible, so i
 maximal clique of the compatibility graph (Bron–Kerbosch, with pivoting); when every maximal
 clique can itself fire together, the maximal cliques are exactly the maximal sets that can fire
 together — the patterns the budget check needs. If one cannot (a number excluded from a range
-that pairs of bounds leave open), or the cliques are too many, the component goes to the solver.
+that pairs of bounds leave open), or the cliques are too many, the component goes to the solver,
+as does one of over `MAX_CONDITIONS` conditions (the pairwise tests are quadratic and the clique
+search recursive, and neither is under the solver's time bound).
 A witness for each pattern is built from the consistent atoms: the required value, a point inside
 the bounds that avoids the excluded ones, or a fresh string.
 """
@@ -37,6 +39,7 @@ from typing import Mapping
 from plangate.cel.ast import Binary, Call, Expr, Ident, Index, ListExpr, Literal, Select, Unary
 
 MAX_CLIQUES = 256
+MAX_CONDITIONS = 128  # per component; more go to the solver, under its time bound
 FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
 NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
 
@@ -263,6 +266,8 @@ def patterns(conditions: list[list[Atom]]) -> list[tuple[frozenset[int], dict[st
     """Every maximal set of the conditions that can fire together, with a witness of each; None
     when the compatibility cliques do not settle it (the solver then decides). Conditions that
     differ only in the steps they read share one answer (cached with the steps renamed)."""
+    if len(conditions) > MAX_CONDITIONS:  # pairwise tests and clique search grow too fast: the solver's bounds hold
+        return None
     steps: dict[str, str] = {}
     renamed = tuple(tuple(Atom(_rename(atom.path, steps), atom.op, atom.value) for atom in found)
                     for found in conditions)

@@ -160,6 +160,9 @@ class _Allowance(threading.local):
 _ALLOWANCE = _Allowance()
 
 
+TOTAL_BOUND = 30.0  # seconds of solving a whole command may spend (`allowance`), however many queries
+
+
 @contextmanager
 def allowance(seconds: float) -> Iterator[None]:
     """Bound all the solving done inside (in this thread) to `seconds` of wall time in all."""
@@ -176,7 +179,7 @@ def _request(message: dict, time_bound: float) -> tuple[dict | str, float]:
     allowance, with the bound the query was given: the smaller of the two."""
     left = _ALLOWANCE.left
     if left is not None and left <= 0:
-        return f"the check's solver time of {_ALLOWANCE.total:g}s in all is spent", 0.0
+        return f"the command's solver time of {_ALLOWANCE.total:g}s in all is spent", 0.0
     bound = time_bound if left is None else min(time_bound, left)
     message["time_bound"] = bound
     started = time.monotonic()
