@@ -484,3 +484,12 @@ def test_a_file_that_claims_no_size_is_read_only_up_to_the_bound() -> None:
     found = read_source("/dev/zero")
     assert not hasattr(found, "text") and found.name == "input-too-large"
     assert "more than 33,554,432 bytes" in found.message
+
+
+def test_the_approval_prompt_shows_reordering_and_invisible_characters_as_escapes() -> None:
+    """`"\u202e\u2066ecila"` displays as `alice…` reversed on a terminal that applies bidi: what is
+    approved must read as it is."""
+    from plangate.cli import _unspoofed
+
+    assert _unspoofed('pay.send({"to":"\u202e\u2066ecila\u200b"})') == 'pay.send({"to":"\\u202e\\u2066ecila\\u200b"})'
+    assert _unspoofed("café ✓ 日本") == "café ✓ 日本"

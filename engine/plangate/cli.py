@@ -420,8 +420,8 @@ def _approve(args: argparse.Namespace) -> int:
     print(f"run:       {args.run_id}")
     print(f"plan:      {view.plan.id} version {call['plan_version']} ({call['plan_hash']})")
     print(f"step:      {args.step}")
-    print(f"call:      {call['tool']}({canonical_json(call['args'])})")
-    print(f"approver:  {args.approver.strip()} as role \"{args.role.strip()}\"")
+    print(f"call:      {_unspoofed(call['tool'] + '(' + canonical_json(call['args']) + ')')}")
+    print(f"approver:  {_unspoofed(args.approver.strip())} as role \"{_unspoofed(args.role.strip())}\"")
     if not args.yes:  # the answer may come from a terminal or from a pipe; no answer is a no
         try:
             answer = input("approve this exact call? [y/N] ").strip().lower()
@@ -433,6 +433,14 @@ def _approve(args: argparse.Namespace) -> int:
     body = runtime.approve(args.run_id, args.step, args.approver, args.role, shown=call)  # exactly what was shown
     print(f"approved; valid until {body['expires_at']}")
     return 0
+
+
+def _unspoofed(text: str) -> str:
+    """`text` with invisible and reordering characters (bidi overrides, zero-width marks: Unicode
+    format characters) and controls written as `\\uXXXX`: what is approved must read as it is."""
+    import unicodedata
+
+    return "".join(f"\\u{ord(char):04x}" if unicodedata.category(char) in ("Cf", "Cc") else char for char in text)
 
 
 @_runtime_command
