@@ -493,3 +493,15 @@ def test_the_approval_prompt_shows_reordering_and_invisible_characters_as_escape
 
     assert _unspoofed('pay.send({"to":"\u202e\u2066ecila\u200b"})') == 'pay.send({"to":"\\u202e\\u2066ecila\\u200b"})'
     assert _unspoofed("café ✓ 日本") == "café ✓ 日本"
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")
+def test_output_the_system_refuses_is_named_as_such_not_an_internal_error() -> None:
+    import subprocess
+    import sys
+
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "plangate", "check", "examples/deploy.plan", "--format", "json"],
+                              stdout=full, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    assert done.returncode == 2 and done.stderr.startswith("plangate: could not finish: ")
+    assert "Traceback" not in done.stderr

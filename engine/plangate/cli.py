@@ -176,6 +176,9 @@ def _main(argv: Sequence[str] | None) -> int:
     except KeyboardInterrupt:
         print("plangate: interrupted", file=sys.stderr)
         return 130
+    except OSError as error:  # the system refused (a full disk for the output, say): not plangate's own failure
+        print(f"plangate: could not finish: {error}", file=sys.stderr)
+        return 2
     except Exception as error:  # the last line of defence: one line, never a traceback
         print(f"plangate: internal error: {type(error).__name__}: {error}", file=sys.stderr)
         return 2
