@@ -24,7 +24,8 @@ clique can itself fire together, the maximal cliques are exactly the maximal set
 together — the patterns the budget check needs. If one cannot (a number excluded from a range
 that pairs of bounds leave open), or the cliques are too many, the component goes to the solver,
 as does one of over `MAX_CONDITIONS` conditions (the pairwise tests are quadratic and the clique
-search recursive, and neither is under the solver's time bound).
+search recursive, and neither is under the solver's time bound) — unless all its conditions can
+fire together, which one test of all the atoms settles first (`a.result.v > 1`, `> 2`, … `> 1000`).
 A witness for each pattern is built from the consistent atoms: the required value, a point inside
 the bounds that avoids the excluded ones, or a fresh string.
 """
@@ -39,7 +40,7 @@ from typing import Mapping
 from plangate.cel.ast import Binary, Call, Expr, Ident, Index, ListExpr, Literal, Select, Unary
 
 MAX_CLIQUES = 256
-MAX_CONDITIONS = 128  # per component; more go to the solver, under its time bound
+MAX_CONDITIONS = 300  # per component (pairwise tests ~1.5 s, clique recursion 300 deep); more go to the solver
 FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
 NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
 
@@ -266,8 +267,6 @@ def patterns(conditions: list[list[Atom]]) -> list[tuple[frozenset[int], dict[st
     """Every maximal set of the conditions that can fire together, with a witness of each; None
     when the compatibility cliques do not settle it (the solver then decides). Conditions that
     differ only in the steps they read share one answer (cached with the steps renamed)."""
-    if len(conditions) > MAX_CONDITIONS:  # pairwise tests and clique search grow too fast: the solver's bounds hold
-        return None
     steps: dict[str, str] = {}
     renamed = tuple(tuple(Atom(_rename(atom.path, steps), atom.op, atom.value) for atom in found)
                     for found in conditions)
@@ -292,6 +291,13 @@ def _restore(path: str, back: dict[str, str]) -> str:
 @lru_cache(maxsize=4096)
 def _patterns(conditions: tuple[tuple[Atom, ...], ...]) -> tuple[tuple[frozenset[int], dict[str, object]], ...] | None:
     size = len(conditions)
+    everything = [atom for found in conditions for atom in found]
+    if consistent(everything):  # all can fire together: the one maximal set, found in one test
+        witness = _solution(everything)
+        if witness is not None:
+            return ((frozenset(range(size)), witness),)
+    if size > MAX_CONDITIONS:  # pairwise tests and the clique search grow too fast: the solver's bounds hold
+        return None
     if not all(consistent(list(found)) for found in conditions):
         alone = [index for index in range(size) if consistent(list(conditions[index]))]
         inner = _patterns(tuple(conditions[index] for index in alone))
