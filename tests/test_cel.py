@@ -261,8 +261,14 @@ HOSTILE_CASES = [
     ("long_list + long_list", Error("longer than")),
     ('"a".matches("(a)\\\\1")', Error("invalid regular expression")),
     ('"a".matches("(?=a)")', Error("invalid regular expression")),
-    # shared references: 40 steps, 2⁴⁰ elements as a tree; equality and walks would visit them all
-    (DOUBLING + " == " + DOUBLING, Error("counted with every repetition")),
+    # shared references: 40 steps, 2⁴⁰ elements as a tree; equality pays for each, and such a value
+    # cannot leave the evaluation (a JSON form or a walk would visit them all)
+    (DOUBLING + " == " + DOUBLING, Error("too much work")),
+    (DOUBLING, Error("repeat over 4,000,000 elements and characters of itself")),
+    ("long_list.map(x, huge)", Error("repeat over 4,000,000")),
+    ("[long_list, huge, obj_list]", [[0] * (MAX_SIZE // 2 + 1), "x" * (MAX_SIZE // 2 + 1), []]),  # passed along: no repetition
+    ('long_list.filter(x, x == 0).size() > 0 && [huge].exists(s, s == "y") == false', True),
+    ("domains.all(d, d in allowed)", True),  # each scan pays only as far as it goes (to the match)
     # work in C inside a comprehension: each element scans the long list, or reads the long text
     ("[1, 2, 3].all(x, !(x in long_list)) && [1, 2, 3].all(x, !(x in long_list))", Error("too much work")),
     ('long_list.map(x, huge.matches("y")).size() > 0', Error("too much work")),
@@ -274,7 +280,8 @@ HOSTILE_CASES = [
 @pytest.mark.parametrize("text, expected", HOSTILE_CASES, ids=[case[0][:60] for case in HOSTILE_CASES])
 def test_hostile_input_stays_inside(text: str, expected: object) -> None:
     activation = {**ACTIVATION, "obj": Secretive(), "huge": "x" * (MAX_SIZE // 2 + 1),
-                  "long_list": [0] * (MAX_SIZE // 2 + 1)}
+                  "long_list": [0] * (MAX_SIZE // 2 + 1), "obj_list": [],
+                  "domains": [f"d{index % 250}" for index in range(5000)], "allowed": [f"d{index}" for index in range(250)]}
     assert_result(run(text, activation), expected)
 
 

@@ -310,16 +310,23 @@ def test_the_api_takes_policies_as_a_set_and_texts_as_pairs_or_files():
         check_sources([("p.plan", plan.encode())])
 
 
-def test_idempotency_key_is_no_argument_of_a_call_for_the_gate_or_check():
+def test_idempotency_key_is_the_runtimes_to_give_in_a_plan_and_the_callers_at_the_gate():
+    """A plan's call never gives `idempotency_key` (the runtime passes the step's key), even where
+    the catalogue declares it, required or not; an agent runtime at the gate may pass its own."""
     from plangate.checks.step_shape import IDEMPOTENCY_PARAMETER
     from plangate.runtime import tools
 
     assert IDEMPOTENCY_PARAMETER == tools.IDEMPOTENCY_PARAMETER
-    gate = Gate.from_sources([("p.policy", "policy p { tool t.w { risk reversible_write } }")])
-    decision = gate.decide("t.w", {"idempotency_key": "k"})
-    assert not decision.allowed and "the runtime gives a tool the step's idempotency key" in decision.reasons[0]
-    found = gate.check_plan('plan p { step w { call t.w(idempotency_key: "k") idempotency "k" } }').diagnostics
-    assert [(d.name, d.span.start) for d in found] == [("arg-type", 27)]
+    gate = Gate.from_sources([("p.policy", """policy p { tool t.w { risk reversible_write }
+        tool t.k { risk reversible_write args { amount: double, idempotency_key: string } } }""")])
+    assert gate.decide("t.w", {"idempotency_key": "k"}).allowed
+    assert gate.decide("t.k", {"amount": 1.0, "idempotency_key": "k"}).allowed
+    assert gate.decide("t.k", {"amount": 1.0}).allowed  # the key is the runtime's to give
+    for call in ('t.w(idempotency_key: "k")', 't.k(amount: 1.0, idempotency_key: "k")'):
+        found = gate.check_plan(f'plan p {{ step w {{ call {call} idempotency "k" }} }}').diagnostics
+        assert [d.name for d in found] == ["arg-type"] and "the runtime gives a tool" in found[0].message
+    assert gate.check_plan('plan p { step w { call t.k(amount: 1.0) idempotency "k" } }').diagnostics == []
+
 
 
 def test_a_pattern_past_the_evaluators_bound_counts_as_firing_not_as_a_pass():

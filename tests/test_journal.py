@@ -173,6 +173,13 @@ def test_opening_what_is_not_a_journal_is_a_clear_error(tmp_path):
     with pytest.raises(JournalError, match="not a plangate journal \\(a SQLite database with other tables: t\\)"):
         Journal.open(other)  # as `run` opens it: another application's database is not taken over
     assert other.read_bytes() == before and not (tmp_path / "other.db-wal").exists()
+    for name, schema in (("records.db", "CREATE TABLE records (id, name)"), ("view.db", "CREATE VIEW v AS SELECT 1")):
+        foreign = tmp_path / name  # an application's table that has a journal's name, or a view alone
+        sqlite3.connect(foreign).execute(schema).connection.close()
+        before = foreign.read_bytes()
+        with pytest.raises(JournalError, match="not a plangate journal"):
+            Journal.open(foreign)
+        assert foreign.read_bytes() == before and not (tmp_path / f"{name}-wal").exists()
 
 
 def test_records_cannot_be_updated_or_deleted_through_sqlite_by_accident(journal_path):

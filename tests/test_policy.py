@@ -633,6 +633,24 @@ def test_a_pattern_two_policies_share_does_not_speak_for_a_tool_one_of_them_rate
         assert (other.risk.name, other.cost_cap) == ("external_write", 3)
 
 
+def test_the_policy_hash_names_what_each_policy_says_of_a_shared_pattern():
+    """Two sets whose merged catalogue reads alike but whose policies say different things of
+    `deploy.*` decide `deploy.preview` differently: their hashes differ (a run keeps its policy by
+    its hash). A run recorded before entries had origins is still read (`legacy_hash`)."""
+    from plangate.driver import check_sources
+    from plangate.source import SourceFile
+
+    a = SourceFile("a.policy", "policy a { tool deploy.* { risk irreversible } tool deploy.preview { risk read_only } }")
+    compiled = {}
+    for risk in ("read_only", "irreversible"):
+        b = SourceFile("b.policy", f"policy b {{ tool deploy.* {{ risk {risk} }} }}")
+        compiled[risk] = check_sources([], [a, b]).policy
+    assert compiled["read_only"].match("deploy.preview").risk.name == "read_only"
+    assert compiled["irreversible"].match("deploy.preview").risk.name == "irreversible"
+    assert compiled["read_only"].hash != compiled["irreversible"].hash
+    assert compiled["read_only"].legacy_hash() == compiled["irreversible"].legacy_hash()  # what it missed
+
+
 def test_a_condition_about_a_named_tool_is_typed_by_that_tools_arguments():
     """`call.tool == "notes.save" && args.pth == "x"` can never fire on the calls it is about:
     `notes.save` has no `pth`. A condition some named tool's arguments fit is fine."""
@@ -730,3 +748,10 @@ def test_a_compiled_policy_is_frozen_limits_included():
     with pytest.raises(dataclasses.FrozenInstanceError):
         policy.rules = ()  # type: ignore[misc]
     assert hash(policy) == hash(compile_policy([str(BASELINE)])[0])
+    import copy
+    import pickle
+
+    for copied in (pickle.loads(pickle.dumps(policy)), copy.deepcopy(policy)):  # to another process, say
+        assert copied.hash == policy.hash and copied.limits == policy.limits and copied.canonical() == policy.canonical()
+        with pytest.raises(TypeError):
+            copied.limits.update(retries=None)  # type: ignore[attr-defined]

@@ -1361,3 +1361,35 @@ def test_an_unknown_outcome_settled_after_an_abort_ends_as_the_aborted_run_does(
     report = runtime.advance(run)
     assert report.state == "aborted" and report.steps["w"]["state"] == state and toolbox.calls == []
     assert "aborted" in report.steps["w"]["reason"]
+
+
+@pytest.mark.parametrize("happened", [True, False])
+def test_an_unknown_outcome_of_a_changed_call_settled_after_an_abort_is_cancelled(box, happened):
+    """`w`'s call changed under version 2 while its outcome was unknown; then the run was aborted.
+    Settled afterwards, the new call will never be made: `cancelled`, not `ready`."""
+    toolbox, runtime = box
+    body = '  step w {{ call t.write(name: "{}") risk reversible_write idempotency "w" }}'
+    run = start_plan(runtime, body.format("w1"))
+    runtime.journal.append(run, "intent", {"tool": "t.write", "args": {"name": "w1"}, "idempotency_key": "w",
+                                           "attempt": 1}, step="w")
+    runtime.new_version(run, plan_text(body.format("w2"), version=2), "t.plan")
+    assert runtime.abort(run, rollback=False).steps["w"]["state"] == "outcome_unknown"
+    runtime.reconcile(run, "w", happened, "bob", {"name": "w1"} if happened else None)
+    report = runtime.advance(run)
+    assert report.state == "aborted" and report.steps["w"]["state"] == "cancelled" and toolbox.calls == []
+
+
+def test_a_run_recorded_under_the_legacy_policy_hash_is_still_read(box):
+    """Runs recorded before catalogue entries said which policies give them name their policy by
+    `legacy_hash`: they are read as before; another hash is refused."""
+    from plangate.runtime.host import RunError
+
+    _, runtime = box
+    run = start_plan(runtime, '  step a { call t.read(key: "a") }')
+    first = runtime.journal.records(run)[0].body
+    legacy = runtime.view(run).policy.legacy_hash()
+    runtime.journal.append("older", "run_started", {**first, "policy_hash": legacy})
+    assert runtime.advance("older").state == "succeeded"
+    runtime.journal.append("forged", "run_started", {**first, "policy_hash": "sha256:" + "0" * 64})
+    with pytest.raises(RunError, match="no longer compiles to its hash"):
+        runtime.view("forged")

@@ -443,7 +443,8 @@ def _unspoofed(text: str) -> str:
     format characters) and controls written as `\\uXXXX`: what is approved must read as it is."""
     import unicodedata
 
-    return "".join(f"\\u{ord(char):04x}" if unicodedata.category(char) in ("Cf", "Cc") else char for char in text)
+    return "".join(char if unicodedata.category(char) not in ("Cf", "Cc") else
+                   f"\\u{ord(char):04x}" if ord(char) <= 0xFFFF else f"\\U{ord(char):08x}" for char in text)
 
 
 @_runtime_command

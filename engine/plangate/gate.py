@@ -130,7 +130,6 @@ class Gate:
         `TypeError` when `tool` is not a string or `args` not a mapping (a caller's mistake, not a
         decision)."""
         from plangate.checks.catalogue import argument_problems, typed_arguments, values_outside_cel
-        from plangate.checks.step_shape import IDEMPOTENCY_PARAMETER
         from plangate.policy.decide import evaluator_for
         from plangate.policy.facts import StepFacts, effective_risk, rule_activation
         from plangate.runtime.canonical import canonical_json
@@ -169,9 +168,6 @@ class Gate:
         else:
             decision.reasons.extend(values_outside_cel(arguments))
         decision.reasons.extend(argument_problems(tool, entry, arguments))
-        if IDEMPOTENCY_PARAMETER in arguments:  # the runtime gives it: a plan's call never can
-            decision.reasons.append(f"`{IDEMPOTENCY_PARAMETER}` is no argument of a call: the runtime gives a tool "
-                                    "the step's idempotency key")
         if kind == "check" and level > Risk.read_only:
             decision.reasons.append(f"a check only observes, and `{tool}` is `{level.name}`")
         retries = self.policy.limit("retries")

@@ -35,9 +35,10 @@ Invariants
   Values of other Python types are refused by the operations that meet them ("unsupported value").
 - No `eval`, no attribute access: a selection `a.b` only reads the key "b" of a mapping, so
   `x.__class__` is a "no such key" error, never a Python attribute.
-- No evaluation builds a string, bytes or list longer than `MAX_SIZE`, nor a list or map holding
-  more than `MAX_DEEP_SIZE` elements and characters counted as a tree (a value held twice counts
-  twice: shared references would otherwise let n steps build 2ⁿ), and no evaluation does more
+- No evaluation builds a string, bytes or list longer than `MAX_SIZE`, nor returns a list or map
+  whose tree repeats more than `MAX_DEEP_SIZE` elements and characters (`repetition_problem`:
+  shared references let n steps build 2ⁿ; inside an evaluation only `==` and `in` walk a value
+  deeply, and they pay per element), and no evaluation does more
   than `MAX_WORK` units of work: each element a comprehension visits, and each item of a list or
   map literal built, costs `ITERATION_COST` (both run closures); each element of a string, bytes
   or list built by an operator costs one. Sizes alone would not do: nested
@@ -59,7 +60,7 @@ import threading
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
-from typing import Callable, Iterable, Iterator, Mapping
+from typing import Callable, Iterator, Mapping
 
 import re2
 
@@ -70,7 +71,7 @@ INT_MIN = -(1 << 63)
 INT_MAX = (1 << 63) - 1
 UINT_MAX = (1 << 64) - 1
 MAX_SIZE = 1_000_000
-MAX_DEEP_SIZE = 4 * MAX_SIZE  # a value built, counted as a tree (`_deep_size`): its JSON form stays some MB
+MAX_DEEP_SIZE = 4 * MAX_SIZE  # repetition a value leaving an evaluation may hold (`repetition_problem`)
 MAX_WORK = 100_000_000
 ITERATION_COST = 100  # a visited element runs closures in Python; a built element is a C copy
 MAX_PATTERN_CHARS = 4096
@@ -199,16 +200,21 @@ def compile_expr(expr: Expr) -> Evaluator:
         return lambda activation: error
 
     def evaluate(activation: Activation) -> object:
-        outer, outer_sizes = _work.left, _work.sizes  # an evaluation inside another (none today) gets its own budget
-        _work.left, _work.sizes = MAX_WORK, {}
+        outer = _work.left  # an evaluation inside another (none today) gets its own budget
+        _work.left = MAX_WORK
         try:
-            return compiled(activation)
+            value = compiled(activation)
+            if type(value) is list or type(value) is dict or isinstance(value, (tuple, Mapping)):
+                problem = repetition_problem(value)
+                if problem is not None:
+                    return CelError(problem, bounded=True)
+            return value
         except _Failure as failure:
             return CelError(failure.message, failure.bounded)
         except RecursionError:
             return CelError("a value is nested too deeply to evaluate", bounded=True)
         finally:
-            _work.left, _work.sizes = outer, outer_sizes
+            _work.left = outer
 
     return evaluate
 
@@ -347,77 +353,70 @@ def _sized(length: int, what: str) -> None:
 
 class _Work(threading.local):
     left = MAX_WORK
-    # The lists and maps an evaluation built or measured: id → (the value, its deep size). The value
-    # is held, so its id is not reused while the entry stands; emptied with each evaluation.
-    sizes: dict[int, tuple[object, int]] = {}
 
 
 _work = _Work()
 
 
-def _deep_size(value: object) -> int:
-    """How many elements `value` holds counted as a tree, itself included: a string or bytes counts
-    its length (at least 1), another scalar 1, a list or map 1 and its elements (a map its values).
-    A list that holds one sublist twice counts it twice: `[[1]].map(a, [a, a]).map(b, [b, b])…`
-    builds 2ⁿ elements by reference in n steps, and whatever walks the value (equality, JSON, a
-    walk for a kind of value) walks them all. Remembered per evaluation; measured without
-    recursion; a value that holds itself (only a Python caller can build one) is an error."""
-    kind = type(value)
-    if kind is str or kind is bytes:
-        return len(value) or 1  # type: ignore[arg-type]
-    if kind in _SCALAR_TYPES or not isinstance(value, (list, tuple, Mapping)):
-        return 1
-    sizes = _work.sizes
-    known = sizes.get(id(value))
-    if known is not None and known[0] is value:
-        return known[1]
+def repetition_problem(value: object) -> str | None:
+    """Why a value cannot leave an evaluation (as an argument, a key, a result), or None: its tree
+    — what a JSON form or a walk visits — holds more than `MAX_DEEP_SIZE` elements and characters
+    beyond its distinct contents. A value held twice is visited twice: `[[1]].map(a, [a, a])
+    .map(b, [b, b])…` builds 2ⁿ elements in n cheap steps, and `L.map(x, args.text)` a copy of
+    the text per element, while a large argument or result passed along as it is repeats nothing.
+    Each distinct list or map counts 1, each element's position 1, except a string or bytes of
+    over 64 characters, counted by its length (in the distinct contents once per object).
+    Without recursion, in time linear in the distinct values."""
+    if not isinstance(value, (list, tuple, Mapping)):
+        return None
+    trees: dict[int, tuple[object, int]] = {}  # container id → (the container, its tree size)
+    strings: set[int] = set()
+    distinct = 0
     open_now: set[int] = set()
     pending: list[object] = [value]
     while pending:
         item = pending[-1]
         key = id(item)
-        if key in sizes and sizes[key][0] is item:
+        if key in trees:
             pending.pop()
             continue
-        inner = list(item.values()) if isinstance(item, Mapping) else item  # type: ignore[union-attr]
-        waiting = [element for element in inner  # type: ignore[union-attr]
-                   if isinstance(element, (list, tuple, Mapping))
-                   and not (id(element) in sizes and sizes[id(element)][0] is element)]
+        inner = list(item.values()) if isinstance(item, Mapping) else list(item)  # type: ignore[union-attr]
+        waiting = [element for element in inner
+                   if isinstance(element, (list, tuple, Mapping)) and id(element) not in trees]
         if waiting:
             if key in open_now:
-                raise _Failure("a value holds itself")
+                return "the value holds itself"
             open_now.add(key)
             pending.extend(waiting)
             continue
         pending.pop()
         open_now.discard(key)
-        sizes[key] = (item, 1 + sum(_deep_size(element) for element in inner))  # type: ignore[union-attr]
-    return sizes[id(value)][1]
-
-
-_SCALAR_TYPES = frozenset({int, float, bool, type(None)})
-
-
-def _built(value: list | dict, parts: Iterable[object]) -> list | dict:
-    """`value`, a list or map just built of `parts` (its elements, a map's values), after checking
-    that it holds at most `MAX_DEEP_SIZE` elements and characters counted as a tree (`_deep_size`);
-    remembered."""
-    total = 1
-    for part in parts:
-        total += _deep_size(part)
-    if total > MAX_DEEP_SIZE:
-        raise _Failure(f"the value built would hold over {MAX_DEEP_SIZE:,} elements and characters, counted "
-                       "with every repetition of the values inside it", bounded=True)
-    _work.sizes[id(value)] = (value, total)
-    return value
+        tree = 1
+        distinct += 1
+        for element in inner:
+            if isinstance(element, (list, tuple, Mapping)):
+                tree += trees[id(element)][1]
+            elif isinstance(element, (str, bytes)) and len(element) > 64:
+                tree += len(element)
+                if id(element) not in strings:
+                    strings.add(id(element))
+                    distinct += len(element)
+            else:
+                tree += 1
+                distinct += 1
+        trees[key] = (item, tree)
+        if tree - distinct > MAX_DEEP_SIZE:
+            return (f"the value would repeat over {MAX_DEEP_SIZE:,} elements and characters of itself inside "
+                    "it (shared values, each copy counted)")
+    return None
 
 
 def _spend(units: int) -> None:
     left = _work.left - units
     if left < 0:
-        raise _Failure(f"the expression does too much work to evaluate: its comprehensions visit over "
-                       f"{MAX_WORK // ITERATION_COST:,} elements, or it builds values of over {MAX_WORK:,} "
-                       f"elements, in all", bounded=True)
+        raise _Failure(f"the expression does too much work to evaluate: its comprehensions and comparisons "
+                       f"visit over {MAX_WORK // ITERATION_COST:,} elements, or it builds or reads values of over "
+                       f"{MAX_WORK:,} elements or characters, in all", bounded=True)
     _work.left = left
 
 
@@ -445,13 +444,16 @@ def _equals(left: object, right: object) -> bool:
     if left_name == "list":
         if len(left) != len(right):  # type: ignore[arg-type]
             return False
-        _spend(len(left) * ITERATION_COST)  # type: ignore[arg-type]  # each pair compared in Python
-        return all(map(_equals, left, right))  # type: ignore[arg-type]
+        for left_item, right_item in zip(left, right):  # type: ignore[call-overload]
+            _spend(ITERATION_COST)  # each pair compared, in Python (a shared sublist as often as it appears)
+            if not _equals(left_item, right_item):
+                return False
+        return True
     if left_name == "map":
         if len(left) != len(right):  # type: ignore[arg-type]
             return False
-        _spend(len(left) * ITERATION_COST)  # type: ignore[arg-type]
         for key, value in left.items():  # type: ignore[union-attr]
+            _spend(ITERATION_COST)
             found = _map_find(right, key)  # type: ignore[arg-type]
             if found is _MISSING or not _equals(value, found):
                 return False
@@ -477,8 +479,8 @@ def _map_find(mapping: Mapping, key: object) -> object:
     if isinstance(key, str):
         return mapping.get(key, _MISSING)
     if isinstance(key, bool):
-        _spend(len(mapping) * ITERATION_COST)
         for stored, value in mapping.items():
+            _spend(ITERATION_COST)
             if stored is key:
                 return value
         return _MISSING
@@ -486,8 +488,8 @@ def _map_find(mapping: Mapping, key: object) -> object:
         if isinstance(key, float) and not key.is_integer():
             return _MISSING
         if key == 0 or key == 1:  # Python finds `True` under 1 and `False` under 0
-            _spend(len(mapping) * ITERATION_COST)
             for stored, value in mapping.items():
+                _spend(ITERATION_COST)
                 if not isinstance(stored, bool) and isinstance(stored, (int, float)) and stored == key:
                     return value
             return _MISSING
@@ -534,8 +536,11 @@ def _index(container: object, key: object) -> object:
 
 def _contains(item: object, container: object) -> bool:
     if _is_list(container):
-        _spend(len(container) * ITERATION_COST)  # type: ignore[arg-type]  # a scan, in Python
-        return any(_equals(item, element) for element in container)  # type: ignore[union-attr]
+        for element in container:  # type: ignore[union-attr]
+            _spend(ITERATION_COST)  # a scan, in Python, as far as it goes
+            if _equals(item, element):
+                return True
+        return False
     if isinstance(container, Mapping):
         return _map_find(container, item) is not _MISSING
     raise _no_overload("in", item, container)
@@ -562,8 +567,7 @@ def _add(left: object, right: object) -> object:
         return _timestamp_result(left.nanos + right.nanos)  # type: ignore[attr-defined]
     if _is_list(left) and _is_list(right):
         _sized(len(left) + len(right), "list")  # type: ignore[arg-type]
-        joined = [*left, *right]  # type: ignore[misc]
-        return _built(joined, joined)
+        return [*left, *right]  # type: ignore[misc]
     return _retry_plain(_add, "+", left, right)
 
 
@@ -991,8 +995,7 @@ def _compile(expr: Expr) -> _Closure:
 
         def build_list(activation: Activation) -> list:
             _spend(cost)
-            built = [item(activation) for item in items]
-            return _built(built, built)
+            return [item(activation) for item in items]
 
         return build_list
     if isinstance(expr, MapExpr):
@@ -1161,7 +1164,7 @@ def _compile_macro(expr: Call) -> _Closure:
                 raise outcome
             if outcome:
                 kept.append(item)
-        return _built(kept, kept)
+        return kept
 
     def mapped(activation: Activation) -> object:
         results = []
@@ -1174,7 +1177,7 @@ def _compile_macro(expr: Call) -> _Closure:
                     continue
             results.append(steps[-1](scope))
         _sized(len(results), "a list")
-        return _built(results, results)
+        return results
 
     return {"filter": filtered, "map": mapped}.get(name, quantified)
 
@@ -1412,6 +1415,6 @@ def _compile_map(expr: MapExpr) -> _Closure:
             if key in result:  # also refuses `true` beside `1`, which Python cannot keep apart
                 raise _Failure(f"duplicate map key `{_show(key)}`")
             result[key] = value_of(activation)
-        return _built(result, result.values())
+        return result
 
     return build

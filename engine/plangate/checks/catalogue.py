@@ -20,6 +20,7 @@ from plangate.cel.evaluate import (INT_MAX, INT_MIN, CelError, Duration, Timesta
                                    parse_timestamp, value_source, leaves)
 from plangate.cel.types import DYN, INT, ListType, MapType, Primitive, check_types
 from plangate.checks.context import PlanContext
+from plangate.checks.step_shape import IDEMPOTENCY_PARAMETER
 from plangate.diagnostics import Diagnostic, Label, Severity, diagnostic
 from plangate.ir.nodes import Step, ToolCall
 from plangate.policy.compiled import CatalogueEntry, CompiledPolicy
@@ -69,6 +70,8 @@ def call_diagnostics(policy: CompiledPolicy, step: Step, call: ToolCall, entry: 
     schema = {spec.name: spec for spec in entry.args}
     given = {argument.name: argument for argument in call.args}
     for argument in call.args:
+        if argument.name == IDEMPOTENCY_PARAMETER:
+            continue  # the runtime gives it (`step_shape` says so)
         spec = schema.get(argument.name)
         if spec is None:
             suggestion = closest(argument.name, schema)
@@ -86,7 +89,7 @@ def call_diagnostics(policy: CompiledPolicy, step: Step, call: ToolCall, entry: 
                 f"argument `{argument.name}` of `{call.tool}` must be `{spec.type}`, but {problem}",
                 labels=[Label(spec.span, f"`{spec.name}` is declared `{spec.type}` here")], help=fix)
     for name, spec in schema.items():
-        if name not in given and not spec.optional:
+        if name not in given and not spec.optional and name != IDEMPOTENCY_PARAMETER:  # the runtime gives that one
             yield diagnostic(
                 "arg-type", call.span, f"`{call.tool}` needs argument `{name}` (`{spec.type}`), which the call does not give",
                 labels=[Label(spec.span, "declared here")], help=f"add `{name}: …` to the call")
@@ -123,8 +126,8 @@ def argument_problems(tool: str, entry: CatalogueEntry | None, args: dict[str, A
         problem = type_problem(spec.type, value, None)
         if problem is not None:
             problems.append(f"argument `{name}` of `{tool}` must be `{spec.type}`, but {problem[0]}")
-    problems.extend(f"`{tool}` needs argument `{name}` (`{spec.type}`)"
-                    for name, spec in schema.items() if name not in args and not spec.optional)
+    problems.extend(f"`{tool}` needs argument `{name}` (`{spec.type}`)" for name, spec in schema.items()
+                    if name not in args and not spec.optional and name != IDEMPOTENCY_PARAMETER)
     return problems
 
 

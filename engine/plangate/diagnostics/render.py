@@ -91,7 +91,7 @@ def _range(span: Span, sources: SourceMap) -> tuple[Position, Position]:
 
 def _location(span: Span, sources: SourceMap) -> str:
     start, _ = _range(span, sources)
-    return f"{_visible_name(span.file)}:{start.line}:{start.column}"
+    return f"{_one_line(span.file)}:{start.line}:{start.column}"
 
 
 def _full_message(item: Diagnostic) -> str:
@@ -143,10 +143,11 @@ def _visible(text: str) -> str:
 _ANY_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
-def _visible_name(name: str) -> str:
-    """A file name with every control character made visible, newline and tab too: a name is one
-    line (a newline in it would start a line of its own, which CI logs may read as a command)."""
-    return _ANY_CONTROL.sub(lambda match: _visible_char(match.group()), name)
+def _one_line(text: str) -> str:
+    """`text` with every control character made visible, newline and tab too. A message and a file
+    name are one line each; a newline in them comes from the input (a file name, a rule's name)
+    and would start a line of its own, which a CI log may read as a command (`::error`)."""
+    return _ANY_CONTROL.sub(lambda match: _visible_char(match.group()), text)
 
 
 def _cell_width(char: str) -> int:
@@ -252,13 +253,11 @@ def format_diagnostic(item: Diagnostic, sources: SourceMap, *, color: bool = Fal
     """One diagnostic as rustc-like text: header, source excerpts, then `= note:` and `= help:`."""
     paint = _Painter(color)
     style = _SEVERITY_STYLE[item.severity]
-    message_lines = _visible(item.message).split("\n")
     header = (
         (f"{_location(item.span, sources)}: " if item.file else "")
         + paint(f"{item.severity.value}[{item.code}] {item.name}", style)
-        + paint(": " + message_lines[0], _BOLD)
+        + paint(": " + _one_line(item.message), _BOLD)
     )
-    continuation = [f"    {line}" for line in message_lines[1:]]
 
     files: dict[str, list[_Mark]] = {}
     unplaced: list[_Mark] = []
@@ -284,7 +283,7 @@ def format_diagnostic(item: Diagnostic, sources: SourceMap, *, color: bool = Fal
 
     width = max([1, *(len(gutter) for _, rows in blocks for gutter, _ in rows if gutter != "...")])
     bar = paint(" " * width + " |", _GUTTER_STYLE)
-    out = [header, *continuation]
+    out = [header]
     for heading, rows in blocks:
         if heading is not None:
             out.append(paint(" " * width + "::: ", _GUTTER_STYLE) + heading)
@@ -299,7 +298,7 @@ def format_diagnostic(item: Diagnostic, sources: SourceMap, *, color: bool = Fal
             out.append(bar)
         for kind, text in trailer:
             prefix = " " * width + " = "
-            lines = _visible(text).split("\n")
+            lines = _visible(text).split("\n")  # a note may run over lines: each after the first indented
             out.append(prefix + paint(f"{kind}:", _BOLD) + f" {lines[0]}")
             indent = " " * (len(prefix) + len(kind) + 2)
             out.extend(indent + line for line in lines[1:])

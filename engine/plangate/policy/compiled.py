@@ -23,7 +23,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
-from types import MappingProxyType
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from plangate.cel.ast import Expr, to_source
@@ -135,6 +134,22 @@ class LimitValue:
         return str(self.count)
 
 
+class ReadOnlyDict(dict):
+    """A dict that refuses every change after it is made (a `TypeError`), and still pickles and
+    copies as a dict does: a compiled policy may be sent to another process."""
+
+    __slots__ = ()
+
+    def _refuse(self, *args: object, **kwargs: object) -> None:
+        raise TypeError("a compiled policy's limits cannot be changed")
+
+    __setitem__ = __delitem__ = __ior__ = _refuse  # type: ignore[assignment]
+    clear = pop = popitem = setdefault = update = _refuse  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple:
+        return (ReadOnlyDict, (dict(self),))
+
+
 @dataclass(frozen=True)
 class CompiledPolicy:
     ids: tuple[str, ...]
@@ -143,7 +158,7 @@ class CompiledPolicy:
     unknown_tools: str
     requirements: tuple[CompiledRequirement, ...]
     rules: tuple[CompiledRule, ...]
-    limits: Mapping[str, LimitValue] = field(hash=False)  # read-only (a `MappingProxyType`)
+    limits: Mapping[str, LimitValue] = field(hash=False)  # read-only (`ReadOnlyDict`)
     tests: tuple[tuple[str, PolicyTest], ...]
     hash: str = ""
     _matched: dict[str, CatalogueEntry | None] = field(default_factory=dict, compare=False, repr=False)
@@ -182,16 +197,24 @@ class CompiledPolicy:
     def limit(self, name: str) -> LimitValue | None:
         return self.limits.get(name)
 
-    def canonical(self) -> dict[str, Any]:
+    def canonical(self, legacy: bool = False) -> dict[str, Any]:
+        """What decides, as JSON-like data (its canonical JSON is what `hash` names). Each catalogue
+        entry says which of the combined policies give it and, where several give one pattern,
+        what each says (`match` reads each policy's own entries). `legacy`: the form hashed before
+        plangate recorded that (entries without `origins` and `parts`), to read runs recorded then."""
+        def entry(e: CatalogueEntry) -> dict[str, Any]:
+            found = {"pattern": e.pattern, "risk": e.risk.name if e.risk is not None else None,
+                     "cost_cap": e.cost_cap, "currency": e.currency, "time_cap": e.time_cap,
+                     "args": None if e.args is None else [[a.name, a.type, a.optional] for a in e.args]}
+            if not legacy:
+                found["origins"] = list(e.origins)
+                if e.parts:
+                    found["parts"] = [entry(part) for part in e.parts]
+            return found
+
         return {
             "policies": [{"id": i, "version": v} for i, v in zip(self.ids, self.versions)],
-            "catalogue": [
-                {"pattern": e.pattern, "risk": e.risk.name if e.risk is not None else None,
-                 "cost_cap": e.cost_cap, "currency": e.currency,
-                 "time_cap": e.time_cap,
-                 "args": None if e.args is None else [[a.name, a.type, a.optional] for a in e.args]}
-                for e in self.catalogue
-            ],
+            "catalogue": [entry(e) for e in self.catalogue],
             "unknown_tools": self.unknown_tools,
             "requirements": [
                 {"kind": r.kind, "when": to_source(r.when) if r.when is not None else None,
@@ -210,6 +233,10 @@ class CompiledPolicy:
 
     def canonical_json(self) -> str:
         return canonical_json(self.canonical())
+
+    def legacy_hash(self) -> str:
+        """The hash of `canonical(legacy=True)`: what runs recorded before entries had origins name."""
+        return content_hash(self.canonical(legacy=True))
 
 
 def describe_approval(spec: ApprovalSpec) -> str:
@@ -292,7 +319,7 @@ def compile_policies(policies: Iterable[Policy]) -> tuple[CompiledPolicy, list[D
         unknown_tools=unknown_tools,
         requirements=tuple(requirements),
         rules=tuple(rules),
-        limits=MappingProxyType(limits),
+        limits=ReadOnlyDict(limits),
         tests=tuple(tests),
     )
     object.__setattr__(compiled, "hash", content_hash(compiled.canonical()))

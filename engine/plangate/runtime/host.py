@@ -340,7 +340,7 @@ class Runtime:
         first = records[0].body
         policy_texts = first["policy_texts"]
         plan, policy = _load(first["plan_text"], first["plan_file"], [tuple(p) for p in policy_texts], recorded=True)
-        if policy.hash != first["policy_hash"]:
+        if policy.hash != first["policy_hash"] and policy.legacy_hash() != first["policy_hash"]:
             raise RunError(f"the policy recorded for run `{run}` no longer compiles to its hash")
         view = RunView(run=run, plan=plan, plan_text=first["plan_text"], plan_file=first["plan_file"],
                        plan_hash=first["plan_hash"], plan_version=first["plan_version"], policy=policy,
@@ -1195,6 +1195,10 @@ def _fold(view: RunView, record: Record) -> None:
             view.stale.pop(step)
             if _step(view.plan, step) is not None:
                 _forget(view, step)
+                if view.run_state in ("aborting", "aborted"):  # its new call will never be made
+                    view.states[step] = "cancelled"
+                    view.reasons[step] = ("the call of an earlier plan version happened (settled after the run "
+                                          "was aborted); the new call was never made")
             else:
                 view.states[step] = "succeeded"
                 view.reasons[step] = "its call happened; the step is no longer in the plan"
@@ -1220,6 +1224,9 @@ def _fold(view: RunView, record: Record) -> None:
         if step in view.stale and not body["happened"]:  # an earlier version's call did not happen
             view.stale.pop(step)
             _forget(view, step)
+            if view.run_state in ("aborting", "aborted"):  # nor will the new one
+                view.states[step] = "cancelled"
+                view.reasons[step] = "its call did not happen, and the run was aborted"
         elif body["happened"]:
             view.states[step] = "verifying"
         else:  # the call was not made: it was no attempt, and the next call makes that attempt again

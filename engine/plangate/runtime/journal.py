@@ -477,7 +477,7 @@ def _prepare(connection: sqlite3.Connection, *, create: bool, write: bool) -> st
     if not create and not _is_journal(connection):
         return "not a plangate journal (it has no records and heads tables)"
     if create:  # an empty database becomes a journal; another application's is left as it is
-        foreign = sorted(_tables(connection) - {"records", "heads"})
+        foreign = _foreign_objects(connection)
         if foreign:
             shown = ", ".join(foreign[:3]) + (", …" if len(foreign) > 3 else "")
             return f"not a plangate journal (a SQLite database with other tables: {shown})"
@@ -495,6 +495,29 @@ def _prepare(connection: sqlite3.Connection, *, create: bool, write: bool) -> st
 
 def _is_journal(connection: sqlite3.Connection) -> bool:
     return {"records", "heads"} <= _tables(connection)
+
+
+_OWN_OBJECTS = {"records": ("table", ["seq", "run", "kind", "step", "body", "at", "prev_hash", "hash"]),
+                "heads": ("table", ["run", "last_seq", "last_hash"]),
+                "records_by_run": ("index", None), "records_are_not_updated": ("trigger", None),
+                "records_are_not_deleted": ("trigger", None)}
+
+
+def _foreign_objects(connection: sqlite3.Connection) -> list[str]:
+    """The database's objects that a journal does not make (SQLite's own aside), and those of a
+    journal's names whose kind or columns differ: what makes it another application's."""
+    foreign = []
+    for kind, name in connection.execute("SELECT type, name FROM sqlite_master"):
+        if name.startswith("sqlite_"):
+            continue
+        own = _OWN_OBJECTS.get(name)
+        if own is None or own[0] != kind:
+            foreign.append(name)
+        elif own[1] is not None:
+            columns = [row[1] for row in connection.execute(f'PRAGMA table_info("{name}")')]
+            if columns != own[1]:
+                foreign.append(name)
+    return sorted(foreign)
 
 
 def _tables(connection: sqlite3.Connection) -> set[str]:
