@@ -131,7 +131,7 @@ class Gate:
         decision)."""
         from plangate.checks.catalogue import argument_problems, typed_arguments, values_outside_cel
         from plangate.policy.decide import evaluator_for
-        from plangate.policy.facts import StepFacts, effective_risk, rule_activation
+        from plangate.policy.facts import StepFacts, effective_risk, retry_needs_key, rule_activation
         from plangate.runtime.canonical import canonical_json
         from plangate.runtime.tools import is_tool_name
 
@@ -191,8 +191,8 @@ class Gate:
                                           requirement.describe())
             elif kind != "check" and requirement.kind not in decision.requires:
                 decision.requires.append(requirement.kind)  # a check only observes: approvals alone
-        if retry > 0 and level > Risk.read_only and "idempotency" not in decision.requires:
-            decision.requires.append("idempotency")  # a retried write needs a key, policy or not (§3)
+        if retry_needs_key(kind, retry, level) and "idempotency" not in decision.requires:
+            decision.requires.append("idempotency")  # a retried write needs a key, policy or not
         cap = self.policy.limit("approval_within")  # as the runtime caps the expiry of every approval
         if cap is not None and cap.seconds is not None:
             for role, need in needs.items():

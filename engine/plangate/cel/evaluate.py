@@ -204,7 +204,7 @@ def compile_expr(expr: Expr) -> Evaluator:
         _work.left = MAX_WORK
         try:
             value = compiled(activation)
-            if type(value) is list or type(value) is dict or isinstance(value, (tuple, Mapping)):
+            if value.__class__ not in _SCALAR_TYPES:  # a rule's bool pays nothing more
                 problem = repetition_problem(value)
                 if problem is not None:
                     return CelError(problem, bounded=True)
@@ -358,6 +358,10 @@ class _Work(threading.local):
 _work = _Work()
 
 
+_CONTAINERS = (list, tuple, Mapping)
+_SCALAR_TYPES = frozenset({bool, int, float, str, bytes, type(None)})
+
+
 def repetition_problem(value: object) -> str | None:
     """Why a value cannot leave an evaluation (as an argument, a key, a result), or None: its tree
     — what a JSON form or a walk visits — holds more than `MAX_DEEP_SIZE` elements and characters
@@ -367,9 +371,9 @@ def repetition_problem(value: object) -> str | None:
     Each distinct list or map counts 1, each element's position 1, except a string or bytes of
     over 64 characters, counted by its length (in the distinct contents once per object).
     Without recursion, in time linear in the distinct values."""
-    if not isinstance(value, (list, tuple, Mapping)):
+    if not isinstance(value, _CONTAINERS):
         return None
-    trees: dict[int, tuple[object, int]] = {}  # container id → (the container, its tree size)
+    trees: dict[int, int] = {}  # container id → its tree size (all are reachable from `value`: ids stay theirs)
     strings: set[int] = set()
     distinct = 0
     open_now: set[int] = set()
@@ -381,8 +385,7 @@ def repetition_problem(value: object) -> str | None:
             pending.pop()
             continue
         inner = list(item.values()) if isinstance(item, Mapping) else list(item)  # type: ignore[union-attr]
-        waiting = [element for element in inner
-                   if isinstance(element, (list, tuple, Mapping)) and id(element) not in trees]
+        waiting = [element for element in inner if isinstance(element, _CONTAINERS) and id(element) not in trees]
         if waiting:
             if key in open_now:
                 return "the value holds itself"
@@ -394,8 +397,8 @@ def repetition_problem(value: object) -> str | None:
         tree = 1
         distinct += 1
         for element in inner:
-            if isinstance(element, (list, tuple, Mapping)):
-                tree += trees[id(element)][1]
+            if isinstance(element, _CONTAINERS):
+                tree += trees[id(element)]
             elif isinstance(element, (str, bytes)) and len(element) > 64:
                 tree += len(element)
                 if id(element) not in strings:
@@ -404,7 +407,7 @@ def repetition_problem(value: object) -> str | None:
             else:
                 tree += 1
                 distinct += 1
-        trees[key] = (item, tree)
+        trees[key] = tree
         if tree - distinct > MAX_DEEP_SIZE:
             return (f"the value would repeat over {MAX_DEEP_SIZE:,} elements and characters of itself inside "
                     "it (shared values, each copy counted)")

@@ -9,17 +9,16 @@ from typing import Iterator
 
 from plangate.checks.context import PlanContext
 from plangate.diagnostics import Diagnostic, diagnostic
-from plangate.ir.nodes import Risk
-from plangate.policy.facts import effective_risk
+from plangate.policy.facts import effective_risk, retry_needs_key
 
 
 def check(ctx: PlanContext) -> Iterator[Diagnostic]:
     for step in ctx.graph.steps.values():
-        if step.retry <= 0 or step.idempotency is not None or step.kind == "check":
+        if step.retry <= 0 or step.idempotency is not None:  # most steps: no need to look up the risk
             continue
         entry = ctx.policy.match(step.call.tool) if (ctx.policy is not None and step.call is not None) else None
         risk = effective_risk(step, entry)
-        if risk > Risk.read_only:
+        if retry_needs_key(step.kind, step.retry, risk):
             yield diagnostic(
                 "retry-without-idempotency", step.retry_span or step.id_span,
                 f"step `{step.id}` is retried up to {step.retry} time{'s' if step.retry != 1 else ''} but has no idempotency key, "

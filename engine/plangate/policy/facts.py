@@ -53,6 +53,12 @@ def effective_risk(step: Step, entry: CatalogueEntry | None) -> Risk:
     return max(levels) if levels else Risk.irreversible
 
 
+def retry_needs_key(kind: str, retry: int, risk: Risk) -> bool:
+    """§3: a step retried (`retry N`, N > 0) whose effective risk is above `read_only` needs an
+    `idempotency` key, so a retry never repeats an effect; a `check` step is read-only, exempt."""
+    return kind != "check" and retry > 0 and risk > Risk.read_only
+
+
 def plan_facts(ctx: "PlanContext") -> dict[str, StepFacts]:
     """The facts of every step (first of each id), computed once and kept in `ctx.facts`."""
     cached = ctx.facts.get("steps")

@@ -106,6 +106,7 @@ _NOT_APPROVABLE = frozenset({"succeeded", "failed", "skipped", "blocked", "cance
                              "outcome_unknown", "verifying", "running"})
 GOOD = frozenset({"succeeded", "skipped"})
 BAD = frozenset({"failed", "blocked", "cancelled", "compensated"})
+ABORTED = frozenset({"aborting", "aborted"})  # run states after which no step's own call is made
 BOUNDARIES = ("before_intent", "after_intent", "after_call", "after_result")
 HOOK = "reconcile hook"  # who settled an unknown outcome when the tool's hook did
 # What a `plan_version` record holds back (`_hold_back_followers`): completed steps after one that
@@ -1195,14 +1196,14 @@ def _fold(view: RunView, record: Record) -> None:
             view.stale.pop(step)
             if _step(view.plan, step) is not None:
                 _forget(view, step)
-                if view.run_state in ("aborting", "aborted"):  # its new call will never be made
+                if view.run_state in ABORTED:  # its new call will never be made
                     view.states[step] = "cancelled"
                     view.reasons[step] = ("the call of an earlier plan version happened (settled after the run "
                                           "was aborted); the new call was never made")
             else:
                 view.states[step] = "succeeded"
                 view.reasons[step] = "its call happened; the step is no longer in the plan"
-        elif view.run_state in ("aborting", "aborted"):  # settled after the abort: nothing verifies it now
+        elif view.run_state in ABORTED:  # settled after the abort: nothing verifies it now
             view.states[step] = "succeeded"
             view.reasons[step] = "its call happened (settled after the run was aborted); its `expect` was not evaluated"
         else:
@@ -1221,18 +1222,16 @@ def _fold(view: RunView, record: Record) -> None:
         view.marked_unknown.add(step)
     elif kind == "reconciled":
         view.open_intents.pop(step, None)
-        if step in view.stale and not body["happened"]:  # an earlier version's call did not happen
-            view.stale.pop(step)
-            _forget(view, step)
-            if view.run_state in ("aborting", "aborted"):  # nor will the new one
-                view.states[step] = "cancelled"
-                view.reasons[step] = "its call did not happen, and the run was aborted"
-        elif body["happened"]:
+        if body["happened"]:  # its result follows in the same transaction (a stale call's settles it)
             view.states[step] = "verifying"
-        else:  # the call was not made: it was no attempt, and the next call makes that attempt again
-            view.states[step] = "ready"
-            view.attempts[step] = max(0, view.attempts.get(step, 0) - 1)
-            if view.run_state in ("aborting", "aborted"):  # unless the run was aborted: nothing calls it now
+        else:
+            if step in view.stale:  # an earlier version's call did not happen
+                view.stale.pop(step)
+                _forget(view, step)
+            else:  # the call was not made: it was no attempt, and the next call makes that attempt again
+                view.states[step] = "ready"
+                view.attempts[step] = max(0, view.attempts.get(step, 0) - 1)
+            if view.run_state in ABORTED:  # unless the run was aborted: nothing calls it now
                 view.states[step] = "cancelled"
                 view.reasons[step] = "its call did not happen, and the run was aborted"
     elif kind == "approval":
@@ -1245,7 +1244,7 @@ def _fold_rollback(view: RunView, step: str, kind: str, body: dict[str, Any]) ->
     happened, makes the step `compensated`; a failure or a refusal leaves it `succeeded`; a
     reconciliation saying it did not happen leaves the rollback to be made again."""
     if kind == "intent":
-        if view.run_state not in ("aborting", "aborted"):  # only an abort rolls back (an older journal
+        if view.run_state not in ABORTED:  # only an abort rolls back (an older journal
             view.run_state = "aborting"                    # may lack the `aborting` record)
         view.rollback_intents[step] = body
         view.rollback_calls[step] = body

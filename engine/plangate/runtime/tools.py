@@ -88,7 +88,7 @@ class Tool:
         return self.function(*args, **kwargs)
 
     def __repr__(self) -> str:
-        return f"<Tool {self.name} ({getattr(self.function, '__module__', None)}.{_name(self.function)})>"
+        return f"<Tool {self.name} ({_module(self.function)}.{_name(self.function)})>"
 
     @property
     def takes_idempotency_key(self) -> bool:
@@ -153,9 +153,8 @@ class ToolRegistry:
         known = self._tools.get(new_tool.name)
         if known is not None and known is not new_tool:
             raise ValueError(
-                f"two tools are named {new_tool.name}: {_name(known.function)} in "
-                f"{getattr(known.function, '__module__', None)} and {_name(new_tool.function)} in "
-                f"{getattr(new_tool.function, '__module__', None)}"
+                f"two tools are named {new_tool.name}: {_name(known.function)} in {_module(known.function)} "
+                f"and {_name(new_tool.function)} in {_module(new_tool.function)}"
             )
         self._tools[new_tool.name] = new_tool
 
@@ -287,6 +286,10 @@ def _name(function: Callable[..., Any]) -> str:
     """The qualified name of a tool's function; a callable without one (a `partial`, an object)
     is named by its type."""
     return getattr(function, "__qualname__", None) or f"a {type(function).__name__} object"
+
+
+def _module(function: Callable[..., Any]) -> str | None:
+    return getattr(function, "__module__", None)
 
 
 def _keyword_parameters(

@@ -179,7 +179,7 @@ def _request(message: dict, time_bound: float) -> tuple[dict | str, float]:
     allowance, with the bound the query was given: the smaller of the two."""
     left = _ALLOWANCE.left
     if left is not None and left <= 0:
-        return f"the command's solver time of {_ALLOWANCE.total:g}s in all is spent", 0.0
+        return f"the solver time of {_ALLOWANCE.total:g}s in all is spent", 0.0
     bound = time_bound if left is None else min(time_bound, left)
     message["time_bound"] = bound
     started = time.monotonic()
@@ -224,6 +224,6 @@ def _reason(reason: str | None, time_bound: float) -> str | None:
         return None
     if reason in ("timeout", "canceled", "interrupted from keyboard") or "timeout" in reason:
         return f"the solver timed out after {time_bound:.3g}s"
-    if reason.startswith("the solver") or reason.startswith("the check's solver time"):
+    if reason.startswith("the solver"):
         return reason
     return f"the solver gave up ({reason})"
