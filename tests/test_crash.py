@@ -341,6 +341,35 @@ def test_without_a_reconcile_hook_the_run_waits_for_plangate_reconcile(tmp_path,
         assert_invariants(runtime, demo)
 
 
+def test_abort_with_rollback_on_the_command_line_waits_for_an_unknown_preview_then_undoes_it(tmp_path, demo):
+    """`deploy.preview` took effect and the process died; `abort --rollback` cannot undo a preview it
+    does not know exists: exit 3 and how to settle it; once settled as happened, `resume` deletes it."""
+    tools = tmp_path / "no_hook.py"
+    tools.write_text(NO_HOOK_TOOLS.format(demo=str(DEMO_TOOLS)))
+    journal = str(tmp_path / "journal.db")
+
+    def plangate(*args, fault=None):
+        return cli(*args, "--journal", journal, cwd=ROOT, demo_dir=demo, fault=fault)
+
+    killed = plangate("run", "examples/deploy.plan", "--policy", "policies/baseline.policy", "--tools", str(tools),
+                      "--run", RUN, fault="preview:after_call")
+    assert killed.returncode == KILLED
+    [made] = [e for e in ledger(demo) if e["tool"] == "deploy.preview"]
+    waiting = plangate("abort", RUN, "--rollback", "--tools", str(tools))
+    assert waiting.returncode == 3, waiting.stdout + waiting.stderr
+    assert "if it happened, the abort rolls it back" in waiting.stdout
+    assert f"settle it with: plangate reconcile {RUN} preview --happened|--not-happened --as NAME" in waiting.stdout
+    settled = plangate("reconcile", RUN, "preview", "--happened", "--result", json.dumps(made["result"]),
+                       "--as", "ops")
+    assert settled.returncode == 0, settled.stderr
+    plangate("resume", RUN, "--tools", str(tools))
+    status = json.loads(plangate("status", RUN, "--format", "json").stdout)
+    assert status["state"] == "aborted" and status["steps"]["preview"]["state"] == "compensated"
+    assert [e["tool"] for e in ledger(demo)][-1] == "deploy.delete_preview"
+    again = plangate("abort", RUN, "--rollback", "--tools", str(tools))
+    assert again.returncode == 0, again.stdout  # every step it was to undo is undone
+
+
 def test_a_hand_settled_call_can_carry_the_result_the_operator_saw(tmp_path, demo):
     tools = tmp_path / "no_hook.py"
     tools.write_text(NO_HOOK_TOOLS.format(demo=str(DEMO_TOOLS)))
@@ -597,6 +626,30 @@ def test_a_crashed_rollback_without_a_hook_waits_for_plangate_reconcile(tmp_path
         assert settled == {"happened": happened, "by": "ops", "rollback": True}
     assert [e["tool"] for e in all_effects(tmp_path)].count("t.write") == 1
     assert len(undo_effects(tmp_path)) == (1 if happened else 2)
+
+
+@pytest.mark.parametrize("happened", [True, False])
+def test_an_abort_with_rollback_after_a_crash_mid_call_rolls_the_call_back_once_settled(tmp_path, happened):
+    """Killed after `t.write` took effect, before its answer was recorded; then `abort --rollback`.
+    The abort cannot undo what it does not know happened: it stays `aborting` (exit 3) until `w` is
+    settled, then rolls `w` back if it happened — once — and never makes `w`'s call again."""
+    registry = undo_registry(tmp_path, "absent")
+    journal = tmp_path / "journal.db"
+    with runtime_at(journal, registry) as runtime:
+        runtime.start(UNDO_PLAN, "undo.plan", [("undo.policy", UNDO_POLICY)], RUN)
+    assert advance_in_child(journal, RUN, registry, "w:after_call") == KILLED
+    with runtime_at(journal, registry) as runtime:
+        waiting = runtime.abort(RUN, rollback=True)
+        assert waiting.state == "aborting" and waiting.exit_code == 3, waiting.message
+        assert waiting.steps["w"]["state"] == "outcome_unknown" and waiting.needs_reconcile == ("w",)
+        assert runtime.advance(RUN).state == "aborting"  # `resume` cannot finish it either
+        runtime.reconcile(RUN, "w", happened, "ops", {"id": "w-a"} if happened else None)
+        report = runtime.advance(RUN)
+        assert report.state == "aborted", report.message
+        assert report.steps["w"]["state"] == ("compensated" if happened else "cancelled")
+        assert report.steps["e"]["state"] == "cancelled"
+    assert [e["tool"] for e in all_effects(tmp_path)] == ["t.read", "t.write"] + ["t.undo"] * happened
+    assert [e["id"] for e in undo_effects(tmp_path)] == ["w-a"] * happened
 
 
 def test_a_rollback_is_not_an_attempt_of_its_step(tmp_path):

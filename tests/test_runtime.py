@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from plangate.runtime.canonical import content_hash
+from plangate.runtime.host import Runtime
 from plangate.runtime.tools import ToolRegistry, tool
 from runtime_support import (
     DEMO_TOOLS,
@@ -1361,6 +1362,63 @@ def test_an_unknown_outcome_settled_after_an_abort_ends_as_the_aborted_run_does(
     report = runtime.advance(run)
     assert report.state == "aborted" and report.steps["w"]["state"] == state and toolbox.calls == []
     assert "aborted" in report.steps["w"]["reason"]
+
+
+@pytest.mark.parametrize("happened", [True, False])
+def test_an_abort_with_rollback_waits_for_an_unknown_outcome_and_rolls_it_back_if_it_happened(box, happened):
+    """`w` may have happened when the run is aborted with `--rollback`: the abort cannot say the
+    effect is undone, so it stays `aborting` until `w` is settled; then it rolls `w` back if it
+    happened (and cancels it if not), and only then is the run `aborted`."""
+    toolbox, runtime = box
+
+    class Crash(BaseException):
+        pass
+
+    def crash_after_w(step: str, boundary: str) -> None:
+        if (step, boundary) == ("w", "after_call"):
+            raise Crash  # the process ends after `w`'s call took effect, before its answer is recorded
+
+    run = start_plan(runtime, '  step v { call t.write(name: "v") risk reversible_write idempotency "v" '
+                              'rollback t.write(name: "undo-" + result.name) }\n'
+                              '  step w after v { call t.write(name: "w") risk reversible_write idempotency "w" '
+                              'rollback t.write(name: "undo-" + result.name) }')
+    with pytest.raises(Crash):
+        Runtime(runtime.journal, runtime.tools, fault=crash_after_w).advance(run)
+    toolbox.calls.clear()
+    aborted = runtime.abort(run, rollback=True)
+    assert aborted.state == "aborting" and aborted.exit_code == 3
+    assert aborted.steps["w"]["state"] == "outcome_unknown" and aborted.needs_reconcile == ("w",)
+    assert "if it happened, the abort rolls it back" in aborted.message
+    assert aborted.steps["v"]["state"] == "compensated"  # what is known to have happened is undone now
+    runtime.reconcile(run, "w", happened, "bob", {"name": "w"} if happened else None)
+    report = runtime.advance(run)  # `resume` finishes the abort
+    assert report.state == "aborted"
+    assert report.steps["w"]["state"] == ("compensated" if happened else "cancelled")
+    assert [call[1] for call in toolbox.calls] == (["undo-v", "undo-w"] if happened else ["undo-v"])
+
+
+def test_an_abort_with_rollback_asks_the_reconcile_hook_about_an_unknown_outcome(tmp_path, monkeypatch):
+    monkeypatch.delenv("PLANGATE_FAULT", raising=False)
+    calls = []
+
+    @tool("t.write")
+    def write(name: str, idempotency_key: str) -> dict:
+        calls.append(name)
+        return {"name": name}
+
+    @write.reconcile
+    def write_reconcile(idempotency_key: str) -> dict | None:
+        return {"name": "w"}  # it happened
+
+    registry = ToolRegistry()
+    registry.register(write)
+    with runtime_at(tmp_path / "journal.db", registry) as runtime:
+        run = start_plan(runtime, '  step w { call t.write(name: "w") risk reversible_write idempotency "w" '
+                                  'rollback t.write(name: "undo-" + result.name) }')
+        runtime.journal.append(run, "intent", {"tool": "t.write", "args": {"name": "w"}, "idempotency_key": "w",
+                                               "attempt": 1}, step="w")
+        report = runtime.abort(run, rollback=True)
+        assert report.state == "aborted" and report.steps["w"]["state"] == "compensated" and calls == ["undo-w"]
 
 
 @pytest.mark.parametrize("happened", [True, False])

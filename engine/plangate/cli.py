@@ -552,9 +552,10 @@ def _abort(args: argparse.Namespace) -> int:
     report = runtime.abort(args.run_id, args.rollback)
     _print_report(report)
     if report.state == "aborting":
-        return 3  # a rollback's outcome is unknown: settle it, then `resume` (or `abort` again) finishes
+        return 3  # an outcome is unknown: settle it, then `resume` (or `abort` again) finishes
     view = runtime.view(args.run_id)
-    return 1 if any(view.states.get(step_id) != "compensated" for step_id in view.to_roll_back) else 0
+    undone = ("compensated", "cancelled")  # cancelled: a call settled as not happened has nothing to undo
+    return 1 if any(view.states.get(step_id) not in undone for step_id in view.to_roll_back) else 0
 
 
 _COMMANDS = {"check": _check, "explain": _explain, "test": _test, "policy": _policy, "run": _run,

@@ -459,8 +459,12 @@ class Runtime:
             abandoned += 1
         return abandoned
 
-    def _reconcile_unknown(self, view: RunView) -> None:
+    def _reconcile_unknown(self, view: RunView, only: list[str] | None = None) -> None:
+        """Mark each call with no recorded answer `outcome_unknown` and ask its tool's reconcile hook
+        (every open call, or those of the steps `only`)."""
         for step_id, intent in list(view.open_intents.items()):
+            if only is not None and step_id not in only:
+                continue
             if step_id not in view.marked_unknown:
                 self.journal.append(view.run, "outcome_unknown", {"idempotency_key": intent["idempotency_key"]}, step=step_id)
             tool = self.tools.get(intent["tool"])
@@ -903,17 +907,27 @@ class Runtime:
         return self._finish_abort(run)
 
     def _to_roll_back(self, view: RunView) -> list[str]:
-        """The steps an abort with rollback undoes: every succeeded `reversible_write` step with a
-        `rollback` (steps dropped by a later plan version included), the last completed first."""
+        """The steps an abort with rollback undoes: every `reversible_write` step with a `rollback`
+        (steps dropped by a later plan version included) that succeeded, or whose call's outcome is
+        unknown (rolled back once settled as happened), the last completed first."""
         position = {step_id: number for number, step_id in enumerate(_order(view.plan))}
         found = []
         held_back = {step_id: state for step_id, (state, _) in view.recheck.items()}
         for step_id, state in {**held_back, **view.states}.items():
             step = self._rollback_step(view, step_id)
-            if (state == "succeeded" and step is not None and step.rollback is not None and step.call is not None
+            own_unknown = state == "outcome_unknown" and step_id in view.open_intents and step_id not in view.stale
+            if ((state == "succeeded" or own_unknown) and step is not None and step.rollback is not None
+                    and step.call is not None
                     and effective_risk(step, view.policy.match(step.call.tool)) == Risk.reversible_write):
                 found.append(step_id)
         return sorted(found, key=lambda s: (view.completed_at.get(s, 0), position.get(s, -1)), reverse=True)
+
+    @staticmethod
+    def _unsettled(view: RunView) -> list[str]:
+        """The steps an abort is to roll back whose own call's outcome is still unknown: the abort
+        waits for them (rolled back if they happened, cancelled if not)."""
+        return [step_id for step_id in view.to_roll_back
+                if view.states.get(step_id) == "outcome_unknown" and step_id in view.open_intents]
 
     @staticmethod
     def _rollback_step(view: RunView, step_id: str) -> Step | None:
@@ -945,13 +959,17 @@ class Runtime:
                 self._set(view, step_id, "cancelled", "the run was aborted")
         for step_id, intent in list(view.rollback_intents.items()):
             self._settle_rollback(view, step_id, intent)
+        unsettled = self._unsettled(view)
+        if unsettled:  # did their calls happen? ask the hooks first: what happened is rolled back
+            self._reconcile_unknown(view, only=unsettled)
         for step_id in view.to_roll_back:
             view = self.view(run)  # fresh: the budgets count the rollbacks made so far
             step = self._rollback_step(view, step_id)
-            if step is not None and step_id not in view.rolled_back and step_id not in view.rollback_intents:
+            if (step is not None and view.states.get(step_id) == "succeeded" and step_id not in view.rolled_back
+                    and step_id not in view.rollback_intents):
                 self._rollback(view, step)
         view = self.view(run)
-        if not view.rollback_intents:
+        if not view.rollback_intents and not self._unsettled(view):
             self.journal.append(run, "run_state", {"state": "aborted", "reason": "aborted by an operator"})
             view = self.view(run)
         return self.report(run, view)
@@ -1037,12 +1055,15 @@ class Runtime:
             state, message = "aborted", "the run was aborted"
         elif view.held_by is not None and view.run_state not in ENDED:
             state, message = "running", f"run `{run}` is being executed by {view.held_by}"
-        elif view.run_state == "aborting":  # a crash (or Ctrl-C) ended the abort before it finished
+        elif view.run_state == "aborting":  # a crash ended the abort, or it waits for an outcome
             unknown = "; ".join(f"`{k}`: {steps[k]['reason']}" for k in view.rollback_intents if k in steps)
+            unsettled = "; ".join(f"`{k}`: {steps[k]['reason']}" for k in self._unsettled(view) if k in steps)
+            settle = "settle it (`plangate reconcile`, or the tool's reconcile hook on `plangate resume`)"
+            waiting = [*([f"{unknown}; {settle}"] if unknown else []),
+                       *([f"{unsettled}; {settle}: if it happened, the abort rolls it back"] if unsettled else [])]
             state = "aborting"
-            message = ("the abort is not finished: " + (
-                f"{unknown}; settle it (`plangate reconcile`, or the tool's reconcile hook on `plangate resume`)"
-                if unknown else "`plangate resume` (or `plangate abort`) finishes it"))
+            message = "the abort is not finished: " + (
+                "; ".join(waiting) or "`plangate resume` (or `plangate abort`) finishes it")
         elif all(s in GOOD for s in states):
             state, message = "succeeded", "every step succeeded or was skipped"
         elif stopped:  # a blocked or failed step decides the outcome, even while others wait
