@@ -328,13 +328,23 @@ def test_a_deny_rule_rewritten_with_the_same_meaning_exits_0(tmp_path, capsys):
 
 def test_a_difference_the_solver_cannot_decide_counts(tmp_path, capsys):
     tool = "tool t.x { risk read_only args { s: string } }\n"
-    old = policy(tool + 'deny "m" when args.s.matches("^a+$")')
-    new = policy(tool + 'deny "m" when args.s.matches("^b+$")')
+    old = policy(tool + 'deny "m" when args.s.matches("(?i)^a+$")')  # a flag: not translated
+    new = policy(tool + 'deny "m" when args.s.matches("(?i)^b+$")')
     code, report, text = diff(tmp_path, capsys, old, new)
     assert code == 1
     undecided = [c for c in report["changes"] if c["subject"] == "allowed calls"]
     assert undecided and all(c["kind"] == "changed" for c in undecided)
     assert "could not be decided" in text and "`matches`" in text
+
+
+def test_a_regular_expression_changed_is_decided_with_a_witness(tmp_path, capsys):
+    tool = "tool t.x { risk read_only args { s: string } }\n"
+    old = policy(tool + 'deny "m" when call.tool == "t.x" && args.s.matches("^a+$")')
+    new = policy(tool + 'deny "m" when call.tool == "t.x" && args.s.matches("^a*$")')
+    code, report, text = diff(tmp_path, capsys, old, new)
+    assert code == 1 and "could not be decided" not in text
+    [change] = [c for c in report["changes"] if c["subject"] == "allowed calls"]
+    assert change["kind"] == "tightened" and '"s": ""' in json.dumps(change), change  # the empty string
 
 
 def test_a_condition_outside_the_solver_cancels_out_when_both_sides_share_it(tmp_path, capsys):

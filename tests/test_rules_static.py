@@ -208,3 +208,114 @@ def test_a_step_without_cost_or_time_is_seen_at_its_tools_caps():
     found = sorted((d.name, d.message) for d in diagnostics(plan, policy))
     assert found == [("policy-deny", "deny rule `pricey` fires for step `capped`"),
                      ("policy-deny", "deny rule `slow` fires for step `capped`")]
+
+
+REGEX_POLICY = """policy p {
+  tool t.get     { risk read_only }
+  tool dns.route { risk read_only args { host: string } }
+  require approval when call.tool == "dns.route" && args.host.matches("^dev-") by role "dev-lead"
+  deny "dev-hosts" when call.tool == "dns.route" && args.host.matches("^dev-[0-9]+$")
+}"""
+
+
+@pytest.mark.parametrize("host, names", [
+    ('"prod-" + g.result.id', []),  # never starts with `dev-`: no approval, no deny
+    ('"dev-" + g.result.id', ["approval-missing", "policy-deny-possible"]),
+    ('"dev-" + g.result.id + "x"', ["approval-missing"]),  # never all digits after `dev-`
+])
+def test_a_regex_over_a_computed_argument_is_decided_through_the_computation(host, names):
+    found = diagnostics(f"plan p {{ step g {{ call t.get() }} step s {{ call dns.route(host: {host}) }} }}",
+                        REGEX_POLICY)
+    assert sorted(d.name for d in found) == names, [d.message for d in found]
+    for item in found:
+        if item.name == "policy-deny-possible":
+            assert re.search(r"`g\.result\.id` = \"[0-9]+\"", item.message), item.message  # a value of the result
+
+
+def test_a_regex_that_every_computed_value_matches_must_fire():
+    policy = """policy p {
+      tool t.get     { risk read_only }
+      tool dns.route { risk read_only args { host: string } }
+      deny "prod-hosts" when call.tool == "dns.route" && args.host.matches("^prod-")
+    }"""
+    found = diagnostics('plan p { step g { call t.get() } step s { call dns.route(host: "prod-" + g.result.id) } }',
+                        policy)
+    assert [d.name for d in found] == ["policy-deny"]
+
+
+LITERAL_POLICY = """policy p {
+  tool t.get { risk read_only }
+  tool t.m   { risk external_write args { m: map } }
+  tool t.l   { risk read_only args { l: list } }
+  require approval when call.tool == "t.m" && args.m.env == "prod" by role "prod-op"
+  deny "prod"    when call.tool == "t.m" && args.m.env == "prod"
+  deny "has-env" when call.tool == "t.m" && has(args.m.env)
+  deny "evil"    when call.tool == "t.l" && "evil" in args.l
+  deny "three"   when call.tool == "t.l" && size(args.l) == 3
+}"""
+
+
+@pytest.mark.parametrize("call, fired", [
+    # the literal's own entries decide, whatever the result in it holds
+    ('t.m(m: {"env": "dev", "build": g.result.id}) risk external_write', {"has-env": "policy-deny"}),
+    ('t.m(m: {"build": g.result.id}) risk external_write', {}),
+    ('t.m(m: {"env": g.result.e}) risk external_write',
+     {"has-env": "policy-deny", "prod": "policy-deny-possible", "approval": "approval-missing"}),
+    ('t.l(l: ["evil", g.result.b])', {"evil": "policy-deny"}),
+    ('t.l(l: [g.result.a, g.result.b])', {"evil": "policy-deny-possible"}),  # and never three items
+    ('t.l(l: [g.result.a, g.result.b, 1])', {"evil": "policy-deny-possible", "three": "policy-deny"}),
+])
+def test_a_list_or_map_literal_holding_results_is_decided_through_its_items(call, fired):
+    found = diagnostics(f"plan p {{ step g {{ call t.get() }} step s {{ call {call} }} }}", LITERAL_POLICY)
+    named = {("approval" if d.name == "approval-missing" else d.message.split("`")[1]): d.name for d in found}
+    assert named == fired, [d.message for d in found]
+    for item in found:
+        if item.name == "policy-deny-possible":
+            assert "`g.result." in item.message and "`s.args." not in item.message, item.message
+
+
+UINT_POLICY = """policy p {
+  tool t.get  { risk read_only }
+  tool t.sink { risk read_only args { v: uint } }
+  deny "big"  when call.tool == "t.sink" && args.v > 9223372036854775807
+  deny "neg"  when call.tool == "t.sink" && args.v < 0
+  deny "plus" when call.tool == "t.sink" && args.v + 1u > 5u
+}"""
+
+
+def test_a_uint_argument_takes_every_uint_and_no_negative_value():
+    """A `uint` reaches 2⁶⁴-1 (past an int's bound) and is never negative; arithmetic on it (uint
+    only, in CEL) is left to the run."""
+    found = diagnostics("plan p { step g { call t.get() } step k { call t.sink(v: g.result.v) } }", UINT_POLICY)
+    by_rule = {d.message.split("`")[1]: d for d in found if d.name != "decided-at-run-time"}
+    assert sorted(by_rule) == ["big"]
+    assert by_rule["big"].name == "policy-deny-possible"
+    assert by_rule["big"].message.endswith("`g.result.v` = 9223372036854775808u")
+    assert [d.name for d in found if d.name == "decided-at-run-time"] == ["decided-at-run-time"]
+
+
+def test_a_string_witness_is_never_a_lone_surrogate():
+    policy = """policy p {
+      tool t.get  { risk read_only }
+      tool t.sink { risk read_only args { s: string } }
+      deny "r" when call.tool == "t.sink" && args.s > "\\uD7FF" && args.s < "\\uE000"
+    }"""
+    found = diagnostics("plan p { step g { call t.get() } step k { call t.sink(s: g.result.s) } }", policy)
+    [item] = found
+    witness = item.message.split("= ")[1]
+    assert item.name == "policy-deny-possible" and witness.startswith('"\ud7ff') and len(witness) > 3, witness
+    witness.encode("utf-8")  # no surrogate: every output format can hold it
+
+
+@pytest.mark.parametrize("condition", ["args.v > 1.0 && args.v < 1.0000000000000002", "args.v * args.v == 2.0"])
+def test_a_witness_the_runtime_does_not_confirm_leaves_the_rule_to_the_run(condition):
+    """The solver's reals are not doubles: nothing lies strictly between 1.0 and the next double, and
+    no double squares to exactly 2.0. An example that does not fire once rounded is never shown."""
+    policy = f"""policy p {{
+      tool t.get  {{ risk read_only }}
+      tool t.sink {{ risk read_only args {{ v: double }} }}
+      deny "r" when call.tool == "t.sink" && {condition}
+    }}"""
+    found = diagnostics("plan p { step g { call t.get() } step k { call t.sink(v: g.result.v) } }", policy)
+    assert [d.name for d in found] == ["decided-at-run-time"]
+    assert "does not fire when the runtime computes it" in found[0].message

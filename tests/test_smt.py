@@ -93,7 +93,7 @@ def test_verdicts(text, outcome):
 
 
 @pytest.mark.parametrize("text, fragment", [
-    ("args.env.matches(\"^p\") && args.env.matches(\"q$\")", "`matches`"),  # no candidate confirmed
+    ("args.env.matches(\"(?i)^p\") && args.env.matches(\"q$\")", "`matches`"),  # no candidate confirmed
     ("[1, 2].exists(e, e > args.count)", "`exists`"),
     ("x.result.v == 1 && x.result.v == \"a\"", "inconsistently"),
     ("x.result.n > 2 && x.result.n.startsWith(\"a\")", "inconsistently"),
@@ -121,8 +121,10 @@ def test_witnesses_make_the_condition_true(text):
 
 
 @pytest.mark.parametrize("text, outcome, witness", [
-    ('!args.env.matches("^https://")', "may", ""),
+    ('!args.env.matches("^https://")', "may", None),  # translated (`smt/regex.py`): decided exactly
     ('args.env.matches("^https://")', "may", "https://"),
+    ('args.env.matches("(?i)^https://")', "may", "https://"),  # a flag: an opaque condition
+    ('!args.env.matches("(?i)^https://")', "may", ""),
     ('args.env.startsWith("http") && !args.env.matches("^https://")', "may", None),
     ('args.env.matches("a") && !args.env.matches("a")', "never", None),
     ('args.env.matches("a") || !args.env.matches("a")', "must", None),
@@ -473,3 +475,46 @@ def test_an_allowance_bounds_all_the_solving_inside_it():
     assert answer.status == "sat"
     [answer] = solve.check([query], 2.0)  # outside: no overall bound
     assert answer.status == "sat"
+
+
+# ------------------------------------------------------------------ `matches` as an SMT regex
+_REGEX_ATOMS = st.sampled_from(["a", "b", "-", "\\n", "\\.", ".", "[ab]", "[^a]", "[a-c]", "[^\\d-]", "\\d",
+                                "\\w", "\\s", "\\W", "\\D", "\\S", "[\\s0]"])
+
+
+@st.composite
+def _patterns(draw, depth: int = 0) -> str:
+    """Patterns of the subset `smt/regex.py` translates: atoms, groups, alternation, repetition."""
+    parts = []
+    for _ in range(draw(st.integers(0 if depth else 1, 3))):
+        part = draw(_REGEX_ATOMS) if depth >= 2 or draw(st.booleans()) else \
+            "(" + "|".join(draw(st.lists(_patterns(depth + 1), min_size=1, max_size=2))) + ")"
+        part += draw(st.sampled_from(["", "", "*", "+", "?", "{2}", "{0,2}", "{1,}", "*?"]))
+        parts.append(part)
+    return "".join(parts)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pattern=_patterns(), start=st.booleans(), end=st.booleans(),
+       texts=st.lists(st.text(alphabet="ab-.0 _\nc", max_size=5), min_size=1, max_size=6))
+def test_matches_as_an_smt_regex_agrees_with_re2_search(pattern, start, end, texts):
+    """`(str.in_re text R)` holds exactly when RE2's search of the pattern finds a match in text."""
+    from plangate.cel.evaluate import regex_search
+    from plangate.smt.encode import string_text
+    from plangate.smt.regex import search_language
+
+    pattern = ("^" if start else "") + pattern + ("$" if end else "")
+    language = search_language(pattern)
+    assert language is not None, pattern  # the generated syntax is all in the subset
+    queries = [solve.Query(f"(assert (str.in_re {string_text(text)} {language}))") for text in texts]
+    answers = solve.check(queries, 10.0)
+    for text, answer in zip(texts, answers):
+        assert answer.status in ("sat", "unsat"), answer.reason
+        assert (answer.status == "sat") == regex_search(pattern, text), (pattern, text)
+
+
+@pytest.mark.parametrize("pattern", ["(?i)a", "a{,3}", "[[:digit:]]", "\\ba", "a(?=b)", "(a)\\1", "\\0", "a^b", "\\pL", "\\Z"])
+def test_patterns_python_and_re2_may_read_differently_are_not_translated(pattern):
+    from plangate.smt.regex import search_language
+
+    assert search_language(pattern) is None

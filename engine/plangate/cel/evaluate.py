@@ -57,6 +57,7 @@ import math
 import operator
 import re
 import threading
+import warnings
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
@@ -727,7 +728,9 @@ def regex_example(pattern: str) -> str | None:
     except ImportError:  # Python < 3.11
         import sre_parse as parser  # type: ignore[no-redef]
     try:
-        tree = parser.parse(pattern)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # `[[:digit:]]`: Python's FutureWarning is no user's business
+            tree = parser.parse(pattern)
     except Exception:  # noqa: BLE001 — a pattern Python reads otherwise than RE2: no candidate
         return None
     out: list[str] = []

@@ -159,14 +159,21 @@ def decide_for_step(evaluator: Any, when: cel.Expr, facts: StepFacts, activation
     if facts.failing or facts.never_runs:
         return StaticVerdict("never")
     condition, results = symbolic(when, facts)
-    if condition is not when:
-        read = arguments_read(when)
-        steps = {key[1:] for key in results}  # `step_key` names
-        assume = tuple(rename_steps(expr, steps) for name, expr in facts.computed.items() if name in read)
-        verdict = _decide_condition(evaluator, condition, {**results, **activation}, facts, ctx, assume)
-        if verdict.outcome != "runtime":
-            return verdict
-    return _decide_condition(evaluator, when, dict(activation), facts, ctx)
+    if condition is when:
+        return _decide_condition(evaluator, when, dict(activation), facts, ctx)
+    read = arguments_read(when)
+    steps = {key[1:] for key in results}  # `step_key` names
+    assume = tuple(rename_steps(expr, steps) for name, expr in facts.computed.items() if name in read)
+    verdict = _decide_condition(evaluator, condition, {**results, **activation}, facts, ctx, assume)
+    if verdict.outcome != "runtime":
+        return verdict
+    opaque = _decide_condition(evaluator, when, dict(activation), facts, ctx)
+    if opaque.outcome != "may":
+        return opaque  # "never" and "must" over every value of the argument's type hold for the computed one
+    computed = ", ".join(f"`{name}`" for name in sorted(read & facts.computed.keys()))
+    return StaticVerdict("may", opaque.witness, f"how the call computes {computed} is not followed here "
+                                                f"({verdict.reason}): the example is a value of the argument, "
+                                                "which the run may or may not give")
 
 
 def _verdict(evaluator: Any, expr: cel.Expr, scope: dict[str, Any], unknown: bool,
@@ -218,6 +225,8 @@ def _fired(rule: CompiledRule, span: Any, verdict: StaticVerdict, subject: str) 
     if outcome == "must" and verdict.reason:  # a condition the evaluator's bounds stop counts as holding
         where.append(f"its condition cannot be evaluated on these arguments ({verdict.reason}); "
                      f"a rule stopped by the evaluator's bounds counts as firing, here and at run time")
+    if outcome == "may" and verdict.reason:
+        where.append(verdict.reason)
     labels = [Label(rule.span, "the rule")]
     if rule.effect == "warn":
         verb = "fires" if outcome == "must" else "may fire"

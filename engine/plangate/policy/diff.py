@@ -611,7 +611,7 @@ def _argument_problems(schema: tuple[ArgSpec, ...], args: dict[str, Any]) -> lis
             if not spec.optional:
                 problems.append(f"argument `{name}` is missing")
         elif not _VALUE_TYPES.get(spec.type, lambda v: True)(args[name]):
-            problems.append(f"argument `{name}` is not a `{spec.type}`")
+            problems.append(f"argument `{name}` is not {'an' if spec.type[0] in 'aeiou' else 'a'} `{spec.type}`")
     return problems
 
 

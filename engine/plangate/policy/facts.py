@@ -26,7 +26,7 @@ from plangate.smt.encode import Unknown
 if TYPE_CHECKING:
     from plangate.checks.context import PlanContext
 
-UNKNOWN_TYPES = {"string": "string", "int": "int", "uint": "int", "double": "double", "bool": "bool",
+UNKNOWN_TYPES = {"string": "string", "int": "int", "uint": "uint", "double": "double", "bool": "bool",
                  "list": "list", "map": "map"}
 
 
@@ -96,8 +96,9 @@ def symbolic(condition: cel.Expr, facts: StepFacts) -> tuple[cel.Expr, dict[str,
     """`condition` with each `args.x` / `call.args.x` that the call computes from earlier results
     replaced by that computation, and those results as `Unknown`s to add to the activation: the
     solver then reasons about the results themselves (`"preview-" + x.result.id` starts with
-    `preview-`), and a witness names them ("fires when `look.result.total` = 454.55"). Inside
-    `has(…)` nothing is replaced: presence is about the argument, which the call always gives."""
+    `preview-`), and a witness names them ("fires when `look.result.total` = 454.55"). `has(args.x)`
+    is kept: it asks whether the call gives `x`, which it always does; `has(args.m.f)` asks whether
+    m's value has `f`, so m is replaced there too."""
     if not facts.computed or not (arguments_read(condition) & facts.computed.keys()):
         return condition, {}
     read: set[str] = set()
@@ -109,8 +110,9 @@ def symbolic(condition: cel.Expr, facts: StepFacts) -> tuple[cel.Expr, dict[str,
             names = {n.name for n in cel.walk(computed) if isinstance(n, cel.Ident)}
             read.update(names)
             return rename_steps(computed, names)  # the plan's names, not the rule's (`call`, `args`…)
-        if isinstance(node, cel.Call) and node.function == "has":
-            return node
+        if isinstance(node, cel.Call) and node.function == "has" and any(
+                _argument_name(argument) is not None for argument in node.args):
+            return node  # `has(args.x)`: whether the call gives `x` (it does), not a test of x's value
         return cel.map_children(node, rebuild)
 
     replaced = rebuild(condition)

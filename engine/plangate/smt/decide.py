@@ -32,6 +32,10 @@ witness is shown only once the runtime's evaluator confirms it (and the pinned `
 one list are merged: the items found, then the model's filler up to its size); when none is
 confirmed, the verdict stands with no witness, never with a value of another type.
 
+Every other witness is replayed too: one that does not fire when the runtime computes it (a
+double's rounding, which the solver's reals do not have: nothing lies strictly between 1.0 and the
+next double) makes the verdict "runtime", never a "may" with an example that does not fire.
+
 `instantiate(activation, witness)` replays a witness: the activation with every `Unknown` replaced
 by the witness's values (fields the witness does not give stay absent).
 """
@@ -85,11 +89,14 @@ def decide(condition: Expr, activation: Mapping[str, object], time_bound: float 
     if can_fire.status != "sat":
         return Verdict("unknown", reason=can_fire.reason)
     witness = encoder.decode(can_fire.model)
+    replayed = None if witness is None else _Replay(condition, assume, activation if original is None else original)(witness)
     if any(variable.kind is not None for variable in encoder.variables.values()):
         # A declared list or map is written out from its size and keys: shown only once the
         # runtime's evaluator confirms it (else the verdict stands, with no example).
-        replay = _Replay(condition, assume, activation if original is None else original)
-        witness = witness if witness is not None and replay(witness) is True else None
+        witness = witness if replayed is True else None
+    elif replayed is False:  # the solver's reals are not the runtime's doubles (rounding)
+        return Verdict("runtime", reason="the solver's example does not fire when the runtime computes it "
+                                         "(doubles round, which the solver does not model)")
     if can_fail.status == "unsat":
         return Verdict("must", witness)
     if can_fail.status != "sat":

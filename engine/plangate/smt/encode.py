@@ -50,7 +50,10 @@ Invariants:
   key the condition names) with the fields the model has; a witness whose list or map is larger than
   `MAX_SHOWN_ITEMS` is not written out. Every run is a model, so "never" and "must" stand; the caller
   confirms such a witness with the runtime's evaluator before it shows it.
-- Opaque conditions (`Encoder(…, opaque=True)`): `s.matches(p)` on a run-time string, `x == null`
+- `s.matches(p)` on a run-time string with a known pattern is `(str.in_re s R)`, R the regex of
+  the texts the pattern finds a match in (`plangate.smt.regex`), when the pattern is in the subset
+  that translates (no flags, anchors only at the ends, no look-arounds or back-references…).
+- Opaque conditions (`Encoder(…, opaque=True)`): any other `s.matches(p)` on a run-time string, `x == null`
   on a value of no declared type and `a in x` over a run-time list or map are each a free Boolean
   constant (`o0`, `o1`… — one per test and value, so a negation is the same constant negated),
   true or false where what they test evaluates. Every run is then a model, so "never" and "must"
@@ -80,12 +83,16 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Callable, Mapping
 
-from plangate.cel.evaluate import MAX_SIZE, Duration, type_name
+from plangate.cel.evaluate import MAX_SIZE, Duration, Uint, type_name
 from plangate.cel.ast import (Binary, Call, Conditional, Expr, Ident, Index, ListExpr, Literal, MapExpr, Select,
                               Unary)
 
 INT_MIN, INT_MAX = -(2 ** 63), 2 ** 63 - 1
-UNKNOWN_SORTS = {"int": "Int", "double": "Real", "string": "String", "bool": "Bool", "list": "List", "map": "Map",
+UINT_MAX = 2 ** 64 - 1
+# The strings of Unicode scalar values Z3 holds: Z3's characters include the surrogates U+D800–U+DFFF,
+# which no text has, and which only ordering can single out ("\uD7FF" < s < "\uE000").
+SCALAR_TEXT = '(re.* (re.union (re.range "\\u{0}" "\\u{d7ff}") (re.range "\\u{e000}" "\\u{2ffff}")))'
+UNKNOWN_SORTS = {"int": "Int", "uint": "Int", "double": "Real", "string": "String", "bool": "Bool", "list": "List", "map": "Map",
                  "dyn": None}
 COLLECTIONS = ("list", "map")  # declared types whose values the encoder knows only by size and keys
 SORT_NAMES = {"Int": "an int", "Real": "a double", "String": "a string", "Bool": "a bool", "Map": "a map",
@@ -174,6 +181,7 @@ class Variable:
     tested: list[object] | None = None  # the known items `in` tests over it (a witness's filler avoids them)
     # A value of no declared type: the constant "it has the sort its uses give it" ("true" when declared).
     fits: str = "true"
+    unsigned: bool = False  # a declared `uint`: an Int from 0 to 2⁶⁴-1, compared but never computed with
 
 
 KEEP = object()  # a candidate that keeps the model's value (any value but the one excluded)
@@ -198,6 +206,14 @@ class Term:
     # When the value is there but of another type than its sort (a run-time value of no declared
     # type): no operation takes it, but it is unequal to anything of the sort.
     mismatch: str = "false"
+
+
+class LiteralList(list):
+    """The value of a list literal of the expression (its items encoded), not one of the activation."""
+
+
+class LiteralMap(dict):
+    """The value of a map literal of the expression (its values encoded), not one of the activation."""
 
 
 @dataclass(frozen=True)
@@ -323,6 +339,7 @@ class Encoder:
         self.touched: set[str] = set()
         self.opaque = opaque
         self.atoms: dict[tuple, Opaque] = {}  # key → the opaque condition (with `opaque`)
+        self.strings_ordered = False  # a string is ordered: its values must be of Unicode scalars
         self.atoms_touched: set[str] = set()  # names of the opaque conditions reached (resettable)
         self.sizes: list[Variable] = []  # the lists and maps whose `size()` was asked, in order
 
@@ -334,7 +351,28 @@ class Encoder:
 
     def evaluates(self, expr: Expr) -> str:
         """The formula under which `expr` evaluates without error (whatever its value)."""
-        value = self.evaluate(expr)
+        return self.defined(self.evaluate(expr))
+
+    def guarded(self, part: object, container: object) -> object:
+        """`part`, read from a list or map literal (`container`), as a value that is an error
+        wherever the literal is: CEL evaluates every item of a literal, so `[g.result.a, 1][1]`
+        fails where `g.result.a` does."""
+        if not isinstance(container, (LiteralList, LiteralMap)) or not _holds_symbolic(container):
+            return part
+        defined = self.defined(container)
+        if defined == "true":
+            return part
+        if isinstance(part, (bool, Cond)):
+            cond = self.as_cond(part)
+            return Cond(conj(defined, cond.true), conj(defined, cond.false))
+        if isinstance(part, (list, tuple, Mapping)):
+            raise Unsupported("a list or map inside a literal of values known only at run time")
+        term = self.term(part)
+        return Term(term.text, term.sort, conj(defined, term.defined), conj(defined, term.mismatch))
+
+    def defined(self, value: object) -> str:
+        """The formula under which an encoded value is no error: a list or map literal is when each
+        of its items is (`[x, g.result.a]`: when `g.result.a` is present)."""
         if isinstance(value, Error):
             return "false"
         if isinstance(value, Cond):
@@ -343,8 +381,10 @@ class Encoder:
             return value.presence
         if isinstance(value, Term):
             return value.defined
-        if _holds_symbolic(value):
-            raise Unsupported("a list or map of values known only at run time")
+        if isinstance(value, (list, tuple)):
+            return conj(*(self.defined(self.reach(item)) for item in value))
+        if isinstance(value, Mapping):
+            return conj(*(self.defined(self.reach(item)) for item in value.values()))
         return "true"
 
     def declarations(self) -> list[str]:
@@ -362,8 +402,11 @@ class Encoder:
                 if variable.fits != "true":
                     lines.append(f"(declare-const {variable.fits} Bool)")
                 if sort == "Int":
-                    facts.append(f"(assert (and (<= {int_text(INT_MIN)} {variable.name}) "
-                                 f"(<= {variable.name} {INT_MAX})))")
+                    low, high = (0, UINT_MAX) if variable.unsigned else (INT_MIN, INT_MAX)
+                    facts.append(f"(assert (and (<= {int_text(low)} {variable.name}) "
+                                 f"(<= {variable.name} {high})))")
+                elif sort == "String" and self.strings_ordered:  # no surrogate lies between two texts
+                    facts.append(f"(assert (str.in_re {variable.name} {SCALAR_TEXT}))")
                 elif sort == "Real" and variable.sort.find().integral:
                     facts.append(f"(assert (and (is_int {variable.name}) (<= {real_text(Fraction(INT_MIN))} {variable.name}) "
                                  f"(<= {variable.name} {real_text(Fraction(INT_MAX))})))")
@@ -433,6 +476,8 @@ class Encoder:
                     value = Duration.from_seconds(number)
             elif type(value) is int and variable.sort.find().duration:  # whole seconds, in the Int sort
                 value = Duration.from_seconds(Fraction(value))
+            elif type(value) is int and variable.unsigned:
+                value = Uint(value)
             witness[variable.path] = value
         for variable in self.variables.values():  # after their fields: a map's fields go inside it
             if variable.kind is not None and variable.path in witness:
@@ -496,6 +541,7 @@ class Encoder:
     def reach(self, value: object) -> object:
         if isinstance(value, Unknown):
             variable = self.variable(value.path, UNKNOWN_SORTS[value.type], None)
+            variable.unsigned = variable.unsigned or value.type == "uint"
             if value.type in COLLECTIONS:
                 variable.kind = value.type  # `variable` unified its sort with the type's: one kind
             return variable
@@ -615,7 +661,7 @@ class Encoder:
         if isinstance(target, Error):
             return target
         if isinstance(target, (dict, Mapping)):
-            return self.reach(target[key]) if key in target else Error(f"no field `{key}`")
+            return self.guarded(self.reach(target[key]), target) if key in target else Error(f"no field `{key}`")
         if isinstance(target, (Term, Cond)):
             raise Unsupported("a field of a computed value known only at run time")
         return Error(f"no field `{key}` on a {kind_of(target)}")
@@ -636,24 +682,22 @@ class Encoder:
                 return self.variable(f"{target.path}[{key}]", None, target)
             return Error(f"no index {key!r}")
         if isinstance(target, (list, tuple)):
-            if _holds_symbolic(target):
-                raise Unsupported("an index into a list of values known only at run time")
             if isinstance(key, int) and not isinstance(key, bool) and 0 <= key < len(target):
-                return self.reach(target[key])
+                return self.guarded(self.reach(target[key]), target)
             return Error(f"index {key!r} out of range")
         if isinstance(target, Mapping):
             found = map_find(target, key)
-            return found if isinstance(found, Error) else self.reach(found)
+            return found if isinstance(found, Error) else self.guarded(self.reach(found), target)
         if isinstance(target, (Term, Cond)):
             raise Unsupported("an index into a computed value known only at run time")
         return Error(f"cannot index a {kind_of(target)}")
 
     def _list(self, expr: ListExpr) -> object:
-        items = [self.evaluate(item) for item in expr.items]
+        items = LiteralList(self.evaluate(item) for item in expr.items)
         return next((item for item in items if isinstance(item, Error)), items)  # one error fails the list
 
     def _map(self, expr: MapExpr) -> object:
-        result: dict[object, object] = {}
+        result = LiteralMap()
         for key_expr, value_expr in expr.entries:
             key = self.evaluate(key_expr)
             if isinstance(key, SYMBOLIC):
@@ -862,6 +906,7 @@ class Encoder:
         a, b = self.term(left), self.term(right)
         sort = self.meet(a, b, left if isinstance(left, Variable) else right, ordering=True)
         if sort == "String":
+            self.strings_ordered = True
             relation = f"(str.{op} {a.text} {b.text})"
         elif sort in NUMERIC:
             relation = f"({op} {a.text} {b.text})"
@@ -909,7 +954,7 @@ class Encoder:
         else:
             return Error(f"no `in` for a {kind_of(container)}")
         # the item and every element must evaluate; then `in` is true iff some element equals
-        defined = conj(*(self.term(value).defined for value in [item, *candidates] if isinstance(value, SYMBOLIC)))
+        defined = conj(*(self.defined(value) for value in [item, *candidates] if isinstance(value, SYMBOLIC)))
         found: list[Cond] = []
         for candidate in candidates:
             equal = self.equal(item, candidate)
@@ -922,6 +967,8 @@ class Encoder:
             return left if isinstance(left, Error) else right
         if not isinstance(left, SYMBOLIC) and not isinstance(right, SYMBOLIC):
             return concrete_arithmetic(op, left, right)
+        if any(isinstance(side, Variable) and side.unsigned for side in (left, right)):
+            raise Unsupported("arithmetic on a `uint` known only at run time")
         if op in ("+", "-"):
             self.mark_durations(left, right)
         a, b = self.term(left), self.term(right)
@@ -1009,9 +1056,11 @@ class Encoder:
 
     def matches(self, target: object, pattern: object) -> object:
         """`target.matches(pattern)` with a known pattern: folded on a known string; on a run-time
-        one an opaque condition, with the empty string and a string the pattern matches as
-        candidates."""
+        one, membership in the regex of the texts the pattern finds a match in (`smt/regex.py`),
+        or, for a pattern outside what that translates, an opaque condition, with the empty string
+        and a string the pattern matches as candidates."""
         from plangate.cel.evaluate import regex_example, regex_search
+        from plangate.smt.regex import search_language
 
         if isinstance(target, Error) or isinstance(pattern, Error):
             return target if isinstance(target, Error) else pattern
@@ -1030,6 +1079,10 @@ class Encoder:
         if root.declared and root.sort != "String":
             return Error(f"no `matches` for {SORT_NAMES.get(str(root.sort), 'a value')}")
         self.unify(term.sort, self._fixed["String"], target)
+        language = search_language(pattern)
+        if language is not None:  # the texts it finds a match in, as an SMT regex: decided exactly
+            member = f"(str.in_re {term.text} {language})"
+            return Cond(conj(term.defined, member), conj(term.defined, neg(member)))
         candidates: list[tuple[object, bool]] = []
         for text in dict.fromkeys(["", regex_example(pattern)]):
             if text is not None and all(ord(char) <= MAX_SMT_CHAR for char in text):
@@ -1080,9 +1133,7 @@ class Encoder:
                 self.sizes.append(value)
             return Term(value.size, self._fixed["Int"], value.presence)
         if isinstance(value, (str, list, tuple, Mapping)):
-            if _holds_symbolic(value):
-                raise Unsupported("the size of a list of values known only at run time")
-            return len(value)
+            return self.guarded(len(value), value)  # a literal's size, whatever values its items take
         if isinstance(value, SYMBOLIC):
             term = self.term(value)
             self.unify(term.sort, self._fixed["String"], value)
