@@ -755,3 +755,17 @@ def test_a_compiled_policy_is_frozen_limits_included():
         assert copied.hash == policy.hash and copied.limits == policy.limits and copied.canonical() == policy.canonical()
         with pytest.raises(TypeError):
             copied.limits.update(retries=None)  # type: ignore[attr-defined]
+
+
+def test_a_rule_whose_condition_fails_on_every_call_is_reported(tmp_path):
+    """`1 / 0 == 1` errs on every call, so its rule never fires: a mistake in the policy, said where
+    the failing part is. A part that `&&` may absorb is left alone, as in plans."""
+    policy = tmp_path / "p.policy"
+    policy.write_text('policy p {\n  tool t.x { risk read_only }\n  deny "x" when 1 / 0 == 1\n'
+                      '  deny "y" when call.tool == "t.x" && int("x") == 1\n'
+                      '  require approval when 2 * 4611686018427387904 > 0 by role "ops"\n}\n')
+    found = [(d.name, d.span.start, d.message) for d in check([], [policy]).diagnostics]
+    text = policy.read_text()
+    assert found == [("cel-type-error", text.index("1 / 0"), "`1 / 0` always fails: division by zero"),
+                     ("cel-type-error", text.index("2 * 46"),
+                      "`2 * 4611686018427387904` always fails: integer overflow")]

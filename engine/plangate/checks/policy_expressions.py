@@ -4,7 +4,8 @@ of its tests: `cel-type-error`, `unknown-name`.
 The environment is the one the contract gives rules: `step` (id, kind, tool, risk, retry, cost,
 time, conditional), `call` (tool, args), `args` (a map from names to `dyn`: each tool has its own
 arguments), `plan` (id, version, budget with cost, time and calls), the risk constants (ordered
-ints) and `duration()`. Conditions must be `bool`.
+ints) and `duration()`. Conditions must be `bool`. A part of a condition that reads no name and
+fails on every evaluation (`1 / 0`, `int("x")`) is a `cel-type-error`, as in plans (`expressions`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from plangate.cel import ast as cel
 from plangate.cel.types import (BOOL, BYTES, DOUBLE, DURATION, DYN, INT, STRING, TIMESTAMP, UINT, ListType, MapType,
                                 RecordType, check_types)
 from plangate.checks.context import PolicyContext
+from plangate.checks.expressions import constant_errors
 from plangate.diagnostics import Diagnostic, diagnostic
 from plangate.ir.nodes import Policy, Risk
 from plangate.policy.relevance import condition_shape
@@ -45,6 +47,7 @@ def check(ctx: PolicyContext) -> Iterator[Diagnostic]:
                              f"the condition of {what} must be a bool, but `{cel.to_source(expr)}` is "
                              f"{getattr(result_type, 'name', result_type)}")
         elif not problems:
+            yield from constant_errors(expr)  # `1 / 0 == 1`: fails on every call, so it never fires
             yield from _against_schemas(policy, expr)
     for test in policy.tests:
         for argument in test.call.args:

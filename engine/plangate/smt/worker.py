@@ -76,6 +76,7 @@ def main() -> None:
     seeds = z3.Solver()
 
     def check(query, deadline):
+        solver.reset()  # no state from earlier queries: a model depends on the query alone
         solver.push()
         try:
             solver.add(z3.parse_smt2_string(query["smt"]))
@@ -91,6 +92,8 @@ def main() -> None:
             solver.pop()
 
     def patterns(group, deadline, max_patterns):
+        solver.reset()
+        seeds.reset()
         solver.push()
         seeds.push()
         try:
