@@ -90,10 +90,10 @@ from plangate.cel.ast import (Binary, Call, Conditional, Expr, Ident, Index, Lis
 INT_MIN, INT_MAX = -(2 ** 63), 2 ** 63 - 1
 UINT_MAX = 2 ** 64 - 1
 # The strings of Unicode scalar values Z3 holds: Z3's characters include the surrogates U+D800–U+DFFF,
-# which no text has, and which only ordering can single out ("\uD7FF" < s < "\uE000").
+# which no text has, and which ordering ("\uD7FF" < s < "\uE000") or a class (`[^a]`) may pick.
 SCALAR_TEXT = '(re.* (re.union (re.range "\\u{0}" "\\u{d7ff}") (re.range "\\u{e000}" "\\u{2ffff}")))'
-UNKNOWN_SORTS = {"int": "Int", "uint": "Int", "double": "Real", "string": "String", "bool": "Bool", "list": "List", "map": "Map",
-                 "dyn": None}
+UNKNOWN_SORTS = {"int": "Int", "uint": "Int", "double": "Real", "string": "String", "bool": "Bool", "list": "List",
+                 "map": "Map", "dyn": None}
 COLLECTIONS = ("list", "map")  # declared types whose values the encoder knows only by size and keys
 SORT_NAMES = {"Int": "an int", "Real": "a double", "String": "a string", "Bool": "a bool", "Map": "a map",
               "List": "a list"}
@@ -339,7 +339,7 @@ class Encoder:
         self.touched: set[str] = set()
         self.opaque = opaque
         self.atoms: dict[tuple, Opaque] = {}  # key → the opaque condition (with `opaque`)
-        self.strings_ordered = False  # a string is ordered: its values must be of Unicode scalars
+        self.scalar_strings = False  # strings are ordered or matched: their characters must be scalars
         self.atoms_touched: set[str] = set()  # names of the opaque conditions reached (resettable)
         self.sizes: list[Variable] = []  # the lists and maps whose `size()` was asked, in order
 
@@ -405,7 +405,7 @@ class Encoder:
                     low, high = (0, UINT_MAX) if variable.unsigned else (INT_MIN, INT_MAX)
                     facts.append(f"(assert (and (<= {int_text(low)} {variable.name}) "
                                  f"(<= {variable.name} {high})))")
-                elif sort == "String" and self.strings_ordered:  # no surrogate lies between two texts
+                elif sort == "String" and self.scalar_strings:  # a witness is text: no lone surrogate
                     facts.append(f"(assert (str.in_re {variable.name} {SCALAR_TEXT}))")
                 elif sort == "Real" and variable.sort.find().integral:
                     facts.append(f"(assert (and (is_int {variable.name}) (<= {real_text(Fraction(INT_MIN))} {variable.name}) "
@@ -906,7 +906,7 @@ class Encoder:
         a, b = self.term(left), self.term(right)
         sort = self.meet(a, b, left if isinstance(left, Variable) else right, ordering=True)
         if sort == "String":
-            self.strings_ordered = True
+            self.scalar_strings = True
             relation = f"(str.{op} {a.text} {b.text})"
         elif sort in NUMERIC:
             relation = f"({op} {a.text} {b.text})"
@@ -1081,6 +1081,7 @@ class Encoder:
         self.unify(term.sort, self._fixed["String"], target)
         language = search_language(pattern)
         if language is not None:  # the texts it finds a match in, as an SMT regex: decided exactly
+            self.scalar_strings = True  # `[^a]` and `.` hold surrogates too: no witness may be one
             member = f"(str.in_re {term.text} {language})"
             return Cond(conj(term.defined, member), conj(term.defined, neg(member)))
         candidates: list[tuple[object, bool]] = []
