@@ -319,3 +319,19 @@ def test_a_witness_the_runtime_does_not_confirm_leaves_the_rule_to_the_run(condi
     found = diagnostics("plan p { step g { call t.get() } step k { call t.sink(v: g.result.v) } }", policy)
     assert [d.name for d in found] == ["decided-at-run-time"]
     assert "does not fire when the runtime computes it" in found[0].message
+
+
+@pytest.mark.parametrize("condition, name", [
+    ('[args.v.a][0] == args.v.a.f', "decided-at-run-time"),  # a value read whole and by a field
+    ('{"f": args.v.a, "g": args.v.b}.f == args.v.a.f', "decided-at-run-time"),
+    ('has({"k": args.v.f}.k)', "policy-deny-possible"),  # the literal fails where `f` is absent
+    ('"k" in {"k": args.v.f}', "policy-deny-possible"),
+])
+def test_a_literal_read_back_is_no_internal_error_and_fails_with_its_items(condition, name):
+    policy = f"""policy p {{
+      tool t.get  {{ risk read_only }}
+      tool t.sink {{ risk read_only args {{ v: map }} }}
+      deny "r" when call.tool == "t.sink" && {condition}
+    }}"""
+    found = diagnostics("plan p { step g { call t.get() } step s { call t.sink(v: g.result.v) } }", policy)
+    assert [d.name for d in found] == [name], [d.message for d in found]

@@ -1389,12 +1389,13 @@ def test_an_abort_with_rollback_waits_for_an_unknown_outcome_and_rolls_it_back_i
     assert aborted.state == "aborting" and aborted.exit_code == 3
     assert aborted.steps["w"]["state"] == "outcome_unknown" and aborted.needs_reconcile == ("w",)
     assert "if it happened, the abort rolls it back" in aborted.message
-    assert aborted.steps["v"]["state"] == "compensated"  # what is known to have happened is undone now
+    assert aborted.steps["v"]["state"] == "succeeded" and toolbox.calls == []  # the last completed first: `w`
     runtime.reconcile(run, "w", happened, "bob", {"name": "w"} if happened else None)
     report = runtime.advance(run)  # `resume` finishes the abort
     assert report.state == "aborted"
     assert report.steps["w"]["state"] == ("compensated" if happened else "cancelled")
-    assert [call[1] for call in toolbox.calls] == (["undo-v", "undo-w"] if happened else ["undo-v"])
+    assert report.steps["v"]["state"] == "compensated"
+    assert [call[1] for call in toolbox.calls] == (["undo-w", "undo-v"] if happened else ["undo-v"])
 
 
 def test_an_abort_with_rollback_asks_the_reconcile_hook_about_an_unknown_outcome(tmp_path, monkeypatch):

@@ -46,7 +46,8 @@ never reuses it.
 
 An abort is decided before anything is undone: `abort` journals the run `aborting`, with the
 steps it will roll back (succeeded `reversible_write` steps with a `rollback`, dropped ones
-included, the last completed first), cancels what is not finished, makes each rollback (a call
+included, and such a step whose call's outcome is unknown, taken as the last made; the last
+completed first, none before an unknown one is settled), cancels what is not finished, makes each rollback (a call
 under the policy and the budgets, its records marked `"rollback": true`: never an attempt or a
 result of the step), and then journals the run `aborted`. A run left `aborting` by a crash is only
 ever finished (`_finish_abort`): its unanswered rollback is settled by the rollback tool's hook or
@@ -920,7 +921,9 @@ class Runtime:
                     and step.call is not None
                     and effective_risk(step, view.policy.match(step.call.tool)) == Risk.reversible_write):
                 found.append(step_id)
-        return sorted(found, key=lambda s: (view.completed_at.get(s, 0), position.get(s, -1)), reverse=True)
+        latest = len(view.completed_at) + 1 + max(view.completed_at.values(), default=0)  # an unknown call: last made
+        return sorted(found, key=lambda s: (view.completed_at.get(s, latest if view.states.get(s) == "outcome_unknown" else 0),
+                                            position.get(s, -1)), reverse=True)
 
     @staticmethod
     def _unsettled(view: RunView) -> list[str]:
@@ -964,6 +967,8 @@ class Runtime:
             self._reconcile_unknown(view, only=unsettled)
         for step_id in view.to_roll_back:
             view = self.view(run)  # fresh: the budgets count the rollbacks made so far
+            if step_id in self._unsettled(view):
+                break  # the last completed first: what came before it waits until it is settled
             step = self._rollback_step(view, step_id)
             if (step is not None and view.states.get(step_id) == "succeeded" and step_id not in view.rolled_back
                     and step_id not in view.rollback_intents):

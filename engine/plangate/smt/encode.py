@@ -360,8 +360,8 @@ class Encoder:
         if not isinstance(container, (LiteralList, LiteralMap)) or not _holds_symbolic(container):
             return part
         defined = self.defined(container)
-        if defined == "true":
-            return part
+        if defined == "true" or (isinstance(part, Variable) and defined == part.presence):
+            return part  # nothing else in the literal can fail (a run-time value keeps its own sort)
         if isinstance(part, (bool, Cond)):
             cond = self.as_cond(part)
             return Cond(conj(defined, cond.true), conj(defined, cond.false))
@@ -954,7 +954,8 @@ class Encoder:
         else:
             return Error(f"no `in` for a {kind_of(container)}")
         # the item and every element must evaluate; then `in` is true iff some element equals
-        defined = conj(*(self.defined(value) for value in [item, *candidates] if isinstance(value, SYMBOLIC)))
+        defined = conj(*(self.defined(value) for value in [item, *candidates] if isinstance(value, SYMBOLIC)),
+                       self.defined(container) if isinstance(container, LiteralMap) else "true")  # its values too
         found: list[Cond] = []
         for candidate in candidates:
             equal = self.equal(item, candidate)
@@ -1098,7 +1099,7 @@ class Encoder:
         if isinstance(target, Error):
             return target
         if isinstance(target, Mapping):
-            return expr.field in target
+            return self.guarded(expr.field in target, target)
         if isinstance(target, Variable):
             child = self.child(target, expr.field)
             return Cond(child.presence, conj(target.presence, neg(child.presence)))
@@ -1206,7 +1207,7 @@ def _either_kind(root: SortClass) -> bool:
 def _sort_name(sort: SortClass) -> str:
     if sort.sort == "Real" and not sort.declared:
         return "a number"  # a run-time value compared with numbers
-    return SORT_NAMES[str(sort.sort)]
+    return SORT_NAMES.get(str(sort.sort), "a value")
 
 
 def truncated_division(a: str, b: str) -> str:

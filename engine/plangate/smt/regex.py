@@ -51,10 +51,10 @@ _SPACE = ((0x09, 0x0A), (0x0C, 0x0D), (0x20, 0x20))
 _CATEGORIES = {"CATEGORY_DIGIT": (_DIGIT, False), "CATEGORY_NOT_DIGIT": (_DIGIT, True),
                "CATEGORY_WORD": (_WORD, False), "CATEGORY_NOT_WORD": (_WORD, True),
                "CATEGORY_SPACE": (_SPACE, False), "CATEGORY_NOT_SPACE": (_SPACE, True)}
-# Syntax that Python and RE2 read differently: `{,n}` (a repetition in Python, text in RE2), POSIX
+# Syntax that Python and RE2 read differently: `{,n}` and `{01}` (repetitions in Python, text in RE2), POSIX
 # classes (`[[:digit:]]`: a class in RE2, a set of characters in Python), and a backslash before a
 # digit (octal or a back-reference). The rest that is refused shows in the tree.
-_REFUSED = re.compile(r"\{,|\[:|\\[0-9]")
+_REFUSED = re.compile(r"\{,|\{0[0-9]|,0[0-9]|\[:|\\[0-9]")
 
 
 class _Outside(Exception):
@@ -180,9 +180,10 @@ def _class(members: list) -> str:
 def _ranges(ranges: list[tuple[int, int]]) -> str:
     terms = []
     for low, high in ranges:
-        if low > high or low > MAX_SMT_CHAR:
+        if low > high:
             continue
-        high = min(high, MAX_SMT_CHAR)
+        if high > MAX_SMT_CHAR:
+            raise _Outside  # characters Z3's strings do not hold
         terms.append(f"(str.to_re {string_text(chr(low))})" if low == high
                      else f"(re.range {string_text(chr(low))} {string_text(chr(high))})")
     if not terms:
