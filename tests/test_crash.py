@@ -303,8 +303,9 @@ preview = tool("deploy.preview")(_demo.preview.function)  # the same effect, wit
 """
 
 
-@pytest.mark.parametrize("boundary, answer", [("after_call", "--happened"), ("after_intent", "--not-happened")])
-def test_without_a_reconcile_hook_the_run_waits_for_plangate_reconcile(tmp_path, demo, boundary, answer):
+def killed_without_a_hook(tmp_path, demo, boundary: str):
+    """`plangate run examples/deploy.plan` with tools whose `deploy.preview` has no reconcile hook,
+    killed at `preview:BOUNDARY`; the tools file and `plangate …` on this test's journal."""
     tools = tmp_path / "no_hook.py"
     tools.write_text(NO_HOOK_TOOLS.format(demo=str(DEMO_TOOLS)))
     journal = str(tmp_path / "journal.db")
@@ -315,6 +316,12 @@ def test_without_a_reconcile_hook_the_run_waits_for_plangate_reconcile(tmp_path,
     killed = plangate("run", "examples/deploy.plan", "--policy", "policies/baseline.policy", "--tools", str(tools),
                       "--run", RUN, fault=f"preview:{boundary}")
     assert killed.returncode == KILLED
+    return tools, plangate
+
+
+@pytest.mark.parametrize("boundary, answer", [("after_call", "--happened"), ("after_intent", "--not-happened")])
+def test_without_a_reconcile_hook_the_run_waits_for_plangate_reconcile(tmp_path, demo, boundary, answer):
+    tools, plangate = killed_without_a_hook(tmp_path, demo, boundary)
     waiting = plangate("resume", RUN, "--tools", str(tools))
     assert waiting.returncode == 3, waiting.stdout + waiting.stderr
     # no hook can settle it: the command says how to, and `resume` alone would change nothing
@@ -344,16 +351,7 @@ def test_without_a_reconcile_hook_the_run_waits_for_plangate_reconcile(tmp_path,
 def test_abort_with_rollback_on_the_command_line_waits_for_an_unknown_preview_then_undoes_it(tmp_path, demo):
     """`deploy.preview` took effect and the process died; `abort --rollback` cannot undo a preview it
     does not know exists: exit 3 and how to settle it; once settled as happened, `resume` deletes it."""
-    tools = tmp_path / "no_hook.py"
-    tools.write_text(NO_HOOK_TOOLS.format(demo=str(DEMO_TOOLS)))
-    journal = str(tmp_path / "journal.db")
-
-    def plangate(*args, fault=None):
-        return cli(*args, "--journal", journal, cwd=ROOT, demo_dir=demo, fault=fault)
-
-    killed = plangate("run", "examples/deploy.plan", "--policy", "policies/baseline.policy", "--tools", str(tools),
-                      "--run", RUN, fault="preview:after_call")
-    assert killed.returncode == KILLED
+    tools, plangate = killed_without_a_hook(tmp_path, demo, "after_call")
     [made] = [e for e in ledger(demo) if e["tool"] == "deploy.preview"]
     waiting = plangate("abort", RUN, "--rollback", "--tools", str(tools))
     assert waiting.returncode == 3, waiting.stdout + waiting.stderr
@@ -371,15 +369,7 @@ def test_abort_with_rollback_on_the_command_line_waits_for_an_unknown_preview_th
 
 
 def test_a_hand_settled_call_can_carry_the_result_the_operator_saw(tmp_path, demo):
-    tools = tmp_path / "no_hook.py"
-    tools.write_text(NO_HOOK_TOOLS.format(demo=str(DEMO_TOOLS)))
-    journal = str(tmp_path / "journal.db")
-
-    def plangate(*args, fault=None):
-        return cli(*args, "--journal", journal, cwd=ROOT, demo_dir=demo, fault=fault)
-
-    assert plangate("run", "examples/deploy.plan", "--policy", "policies/baseline.policy", "--tools", str(tools),
-                    "--run", RUN, fault="preview:after_call").returncode == KILLED
+    tools, plangate = killed_without_a_hook(tmp_path, demo, "after_call")
     assert plangate("resume", RUN, "--tools", str(tools)).returncode == 3
     observed = {"id": "pv-seen", "url": "https://pv-seen.example.com"}
     refused = plangate("reconcile", RUN, "preview", "--not-happened", "--as", "ops", "--result", "{}")

@@ -294,14 +294,19 @@ def test_a_uint_argument_takes_every_uint_and_no_negative_value():
     assert [d.name for d in found if d.name == "decided-at-run-time"] == ["decided-at-run-time"]
 
 
+def sink_rule(condition: str, declared: str):
+    """The diagnostics of `deny "r" when call.tool == "t.sink" && CONDITION` for a call
+    `t.sink(v: g.result.v)`, `v` declared `DECLARED`."""
+    policy = f"""policy p {{
+      tool t.get  {{ risk read_only }}
+      tool t.sink {{ risk read_only args {{ v: {declared} }} }}
+      deny "r" when call.tool == "t.sink" && {condition}
+    }}"""
+    return diagnostics("plan p { step g { call t.get() } step k { call t.sink(v: g.result.v) } }", policy)
+
+
 def test_a_string_witness_is_never_a_lone_surrogate():
-    policy = """policy p {
-      tool t.get  { risk read_only }
-      tool t.sink { risk read_only args { s: string } }
-      deny "r" when call.tool == "t.sink" && args.s > "\\uD7FF" && args.s < "\\uE000"
-    }"""
-    found = diagnostics("plan p { step g { call t.get() } step k { call t.sink(s: g.result.s) } }", policy)
-    [item] = found
+    [item] = sink_rule('args.v > "\\uD7FF" && args.v < "\\uE000"', "string")
     witness = item.message.split("= ")[1]
     assert item.name == "policy-deny-possible" and witness.startswith('"\ud7ff') and len(witness) > 3, witness
     witness.encode("utf-8")  # no surrogate: every output format can hold it
@@ -311,12 +316,7 @@ def test_a_string_witness_is_never_a_lone_surrogate():
 def test_a_witness_the_runtime_does_not_confirm_leaves_the_rule_to_the_run(condition):
     """The solver's reals are not doubles: nothing lies strictly between 1.0 and the next double, and
     no double squares to exactly 2.0. An example that does not fire once rounded is never shown."""
-    policy = f"""policy p {{
-      tool t.get  {{ risk read_only }}
-      tool t.sink {{ risk read_only args {{ v: double }} }}
-      deny "r" when call.tool == "t.sink" && {condition}
-    }}"""
-    found = diagnostics("plan p { step g { call t.get() } step k { call t.sink(v: g.result.v) } }", policy)
+    found = sink_rule(condition, "double")
     assert [d.name for d in found] == ["decided-at-run-time"]
     assert "does not fire when the runtime computes it" in found[0].message
 
@@ -328,10 +328,5 @@ def test_a_witness_the_runtime_does_not_confirm_leaves_the_rule_to_the_run(condi
     ('"k" in {"k": args.v.f}', "policy-deny-possible"),
 ])
 def test_a_literal_read_back_is_no_internal_error_and_fails_with_its_items(condition, name):
-    policy = f"""policy p {{
-      tool t.get  {{ risk read_only }}
-      tool t.sink {{ risk read_only args {{ v: map }} }}
-      deny "r" when call.tool == "t.sink" && {condition}
-    }}"""
-    found = diagnostics("plan p { step g { call t.get() } step s { call t.sink(v: g.result.v) } }", policy)
+    found = sink_rule(condition, "map")
     assert [d.name for d in found] == [name], [d.message for d in found]

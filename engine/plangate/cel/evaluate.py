@@ -61,7 +61,7 @@ import warnings
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
-from typing import Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import re2
 
@@ -718,20 +718,27 @@ def regex_search(pattern: str, text: str) -> bool | None:
         return None
 
 
+def python_regex_tree(pattern: str) -> Any:
+    """Python's syntax tree of `pattern` (`re._parser`, which reads the common RE2 syntax alike),
+    or None when Python does not read it. Its warnings about syntax it may read otherwise one day
+    (`[[:digit:]]`) are no user's business."""
+    import re._parser as parser  # type: ignore[import-not-found]
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return parser.parse(pattern)
+    except Exception:  # noqa: BLE001 — a pattern Python does not read
+        return None
+
+
 def regex_example(pattern: str) -> str | None:
     """A short string that `pattern` may match, read from its syntax tree (Python's parser, which
     reads the common RE2 syntax alike): each repetition at its least, the first branch, the first
     character of a class. Only a candidate: the caller checks it with `regex_search`. None when the
     pattern is not read."""
-    try:
-        import re._parser as parser  # type: ignore[import-not-found]
-    except ImportError:  # Python < 3.11
-        import sre_parse as parser  # type: ignore[no-redef]
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # `[[:digit:]]`: Python's FutureWarning is no user's business
-            tree = parser.parse(pattern)
-    except Exception:  # noqa: BLE001 — a pattern Python reads otherwise than RE2: no candidate
+    tree = python_regex_tree(pattern)
+    if tree is None:
         return None
     out: list[str] = []
 

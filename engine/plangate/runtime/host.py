@@ -910,27 +910,26 @@ class Runtime:
     def _to_roll_back(self, view: RunView) -> list[str]:
         """The steps an abort with rollback undoes: every `reversible_write` step with a `rollback`
         (steps dropped by a later plan version included) that succeeded, or whose call's outcome is
-        unknown (rolled back once settled as happened), the last completed first."""
+        unknown (rolled back once settled as happened), the last completed first (an unknown call
+        counts as the last made)."""
         position = {step_id: number for number, step_id in enumerate(_order(view.plan))}
         found = []
         held_back = {step_id: state for step_id, (state, _) in view.recheck.items()}
         for step_id, state in {**held_back, **view.states}.items():
             step = self._rollback_step(view, step_id)
-            own_unknown = state == "outcome_unknown" and step_id in view.open_intents and step_id not in view.stale
-            if ((state == "succeeded" or own_unknown) and step is not None and step.rollback is not None
-                    and step.call is not None
+            if ((state == "succeeded" or _own_call_unknown(view, step_id)) and step is not None
+                    and step.rollback is not None and step.call is not None
                     and effective_risk(step, view.policy.match(step.call.tool)) == Risk.reversible_write):
                 found.append(step_id)
-        latest = len(view.completed_at) + 1 + max(view.completed_at.values(), default=0)  # an unknown call: last made
-        return sorted(found, key=lambda s: (view.completed_at.get(s, latest if view.states.get(s) == "outcome_unknown" else 0),
+        latest = max(view.completed_at.values(), default=0) + 1
+        return sorted(found, key=lambda s: (latest if _own_call_unknown(view, s) else view.completed_at.get(s, 0),
                                             position.get(s, -1)), reverse=True)
 
     @staticmethod
     def _unsettled(view: RunView) -> list[str]:
         """The steps an abort is to roll back whose own call's outcome is still unknown: the abort
         waits for them (rolled back if they happened, cancelled if not)."""
-        return [step_id for step_id in view.to_roll_back
-                if view.states.get(step_id) == "outcome_unknown" and step_id in view.open_intents]
+        return [step_id for step_id in view.to_roll_back if _own_call_unknown(view, step_id)]
 
     @staticmethod
     def _rollback_step(view: RunView, step_id: str) -> Step | None:
@@ -1133,6 +1132,13 @@ def _copy_view(view: RunView) -> RunView:
                    rollback_calls=dict(view.rollback_calls), rollback_unknown=dict(view.rollback_unknown),
                    rolled_back=set(view.rolled_back),
                    approvals={step: list(items) for step, items in view.approvals.items()})
+
+
+def _own_call_unknown(view: RunView, step_id: str) -> bool:
+    """Whether the step's own call (of this plan version: not a stale one, not a rollback) may
+    have happened with no answer recorded."""
+    return (view.states.get(step_id) == "outcome_unknown" and step_id in view.open_intents
+            and step_id not in view.stale)
 
 
 def _require_text(plan_text: object, plan_file: object) -> None:

@@ -6,7 +6,7 @@ texts for which that search succeeds, or None when the pattern is outside the su
 here; the encoder then keeps `matches` as an opaque condition, as before.
 
 Algorithm
-- The pattern is read with Python's regular-expression parser (`re._parser`), which reads the
+- The pattern is read with Python's regular-expression parser (`python_regex_tree`), which reads the
   common RE2 syntax alike; anything where the two may read a pattern differently is refused
   (`None`): flags (`(?i)`, `(?s)`…), `{,n}`, POSIX classes (`[[:digit:]]`), back-references and
   octal escapes (`\\1`, `\\0`),
@@ -28,17 +28,11 @@ Z3's strings hold), `(str.in_re text R)` holds exactly when RE2's `search` finds
 from __future__ import annotations
 
 import re
-import warnings
 from functools import lru_cache
+from re._constants import MAXREPEAT, SRE_FLAG_UNICODE  # type: ignore[import-not-found]
 
+from plangate.cel.evaluate import python_regex_tree
 from plangate.smt.encode import MAX_SMT_CHAR, string_text
-
-try:
-    import re._parser as _parser  # type: ignore[import-not-found]
-    from re._constants import MAXREPEAT, SRE_FLAG_UNICODE  # type: ignore[import-not-found]
-except ImportError:  # pragma: no cover - Python < 3.11 is not supported; kept for clarity
-    import sre_parse as _parser  # type: ignore[no-redef]
-    from sre_constants import MAXREPEAT, SRE_FLAG_UNICODE  # type: ignore[no-redef]
 
 MAX_REPEAT_COUNT = 1000  # RE2's own bound on `{m,n}`
 MAX_PATTERN_CHARS = 2000  # a longer pattern stays an opaque condition
@@ -66,13 +60,8 @@ def search_language(pattern: str) -> str | None:
     """The SMT-LIB regex of the texts that `pattern` finds a match in, or None (see the module)."""
     if len(pattern) > MAX_PATTERN_CHARS or _REFUSED.search(pattern.replace("\\\\", "")):
         return None
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # Python's notes on syntax it may read otherwise one day
-            tree = _parser.parse(pattern)
-    except Exception:  # noqa: BLE001 — a pattern Python does not read: not translated
-        return None
-    if tree.state.flags & ~SRE_FLAG_UNICODE:
+    tree = python_regex_tree(pattern)
+    if tree is None or tree.state.flags & ~SRE_FLAG_UNICODE:
         return None
     items = list(tree)
     try:

@@ -77,7 +77,7 @@ def main() -> None:
 
     def check(query, deadline):
         solver.reset()  # no state from earlier queries: a model depends on the query alone
-        solver.push()
+        solver.push()  # not only for the pop: a scope keeps Z3 on its incremental solver (models unchanged)
         try:
             solver.add(z3.parse_smt2_string(query["smt"]))
             if not deadline.arm(solver):
