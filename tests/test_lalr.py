@@ -232,3 +232,22 @@ def test_broken_items_on_one_line_are_each_reported(text, count):
     """A whole step may stand on one line (§2), so recovery finds items after braces too."""
     found = parse_source(SourceFile("a.plan", text)).diagnostics
     assert [d.name for d in found] == ["syntax-error"] * count, [d.message for d in found]
+
+
+@pytest.mark.parametrize("text, columns", [
+    ("plan p { budget { calls <= } step a { call t.r() } }", [28]),
+    ("plan p { budget { calls <= 3u } step a { call t.r() } }", [29]),
+    ('plan p { scope "a", step a { call t.r() } step b { call t.r() } }', [21]),
+    ('plan p { version 1 objective step a { call t.r() } step b { call t.r( } }', [30, 71]),
+    ('plan p { version 1 budget { calls <= } decision "d" pending step a { call t.r( } }', [38, 80]),
+    # words of a clause are no items: `require check`, `unknown_tools deny`, `step.risk`, `(… check …)`
+    ('policy z { require check when step.risk >= reversible_write unknown_tools deny '
+     'deny "d" when args.x in (1, ) require approval when (step.id == "check") by role "o" tool x.y { cost <= } }',
+     [106, 184]),
+])
+def test_one_broken_clause_on_a_line_is_one_error(text, columns):
+    """Every item keyword standing in a plan or policy starts an item, wherever its line begins: an
+    error in one blanks that item alone, so nothing after it is reported falsely."""
+    found = parse_source(SourceFile("a.plan", text)).diagnostics
+    assert [(d.name, d.span.start + 1) for d in found] == [("syntax-error", column) for column in columns], \
+        [d.message for d in found]

@@ -813,6 +813,61 @@ def test_an_unknown_outcome_changed_by_one_version_and_dropped_by_the_next_can_b
     assert [call[1] for call in toolbox.calls if call[0] == "t.write"] == ["undo-one"]
 
 
+SUPERSEDED_BODY = """
+  step g { call t.read(key: "%s") }
+  step w { call t.write(name: %s) risk reversible_write idempotency "w-" + string(%s)
+           rollback t.write(name: "undo-" + result.name) }
+  step n { call t.send(to: "ops") idempotency "n" approval by role "operator" }
+"""
+
+
+@pytest.mark.parametrize("how", ["its text", "what it reads"])
+def test_an_effect_whose_call_a_new_version_changes_is_kept_and_rolled_back_too(box, how):
+    """A completed write whose call a new version changes runs again; the first call's effect
+    stands in the world, so it is kept as `w@1` (its result and its rollback), and an abort with
+    rollback undoes both effects, the newer first."""
+    toolbox, runtime = box
+    toolbox.values.update({"g1": 1, "g2": 2})
+    if how == "its text":
+        first, second = (SUPERSEDED_BODY % ("g1", '"one"', '"one"'), SUPERSEDED_BODY % ("g1", '"two"', '"two"'))
+    else:  # the same text, computed from a result that changes
+        first = SUPERSEDED_BODY % ("g1", '"w-" + string(g.result.value)', "g.result.value")
+        second = SUPERSEDED_BODY % ("g2", '"w-" + string(g.result.value)', "g.result.value")
+    run = start_plan(runtime, first)
+    assert runtime.advance(run).steps["n"]["state"] == "waiting_for_approval"
+    runtime.new_version(run, plan_text(second, version=2), "t.plan")
+    report = runtime.advance(run)
+    made = [call[1] for call in toolbox.calls if call[0] == "t.write"]
+    assert len(made) == 2 and made[0] != made[1]
+    assert report.steps["w"]["state"] == "succeeded"
+    assert report.steps["w@1"] == {"state": "succeeded", "attempts": 1,
+                                   "reason": "the effect of `w`'s earlier call: plan version 2 changed its call, "
+                                             "and the effect stands"}
+    assert runtime.view(run).results["w@1"]["name"] == made[0]
+    runtime.new_version(run, plan_text(second, version=3), "t.plan")  # no version has a step `w@1`: kept as it is
+    assert runtime.view(run).reasons["w@1"] == report.steps["w@1"]["reason"]
+    report = runtime.abort(run, rollback=True)
+    assert report.state == "aborted"
+    assert {step: report.steps[step]["state"] for step in ("w", "w@1")} == {"w": "compensated", "w@1": "compensated"}
+    assert [call[1] for call in toolbox.calls if call[0] == "t.write"][2:] == [f"undo-{made[1]}", f"undo-{made[0]}"]
+
+
+def test_an_unknown_outcome_of_a_changed_call_settled_as_happened_is_kept_and_rolled_back(box):
+    toolbox, runtime = box
+    step_w = '  step w { call t.write(name: "%s") risk reversible_write idempotency "w-%s" rollback t.write(name: "undo-" + result.name) }\n'
+    step_n = '  step n { call t.send(to: "ops") idempotency "n" approval by role "operator" }\n'
+    run = start_plan(runtime, step_w % ("one", "one") + step_n)
+    runtime.journal.append(run, "intent", {"tool": "t.write", "args": {"name": "one"}, "idempotency_key": "w-one",
+                                           "attempt": 1}, step="w")  # a crash after the intent
+    runtime.new_version(run, plan_text(step_w % ("two", "two") + step_n, version=2), "t.plan")  # the call changes
+    runtime.reconcile(run, "w", True, "ops", {"name": "one"})  # the first call had happened
+    report = runtime.advance(run)
+    assert report.steps["w"]["state"] == "succeeded" and report.steps["w@1"]["state"] == "succeeded"
+    report = runtime.abort(run, rollback=True)
+    assert report.steps["w@1"]["state"] == "compensated" and report.steps["w"]["state"] == "compensated"
+    assert [call[1] for call in toolbox.calls if call[0] == "t.write"] == ["two", "undo-two", "undo-one"]
+
+
 def test_run_with_the_id_of_a_run_of_another_plan_is_refused(box, tmp_path, demo):
     from plangate.runtime.host import RunError
 

@@ -613,3 +613,140 @@ def test_a_computed_argument_no_cel_value_holds_blocks_the_call_as_the_gate_refu
                         "p.plan", [("p.policy", policy)], run="r1")
     assert runtime.advance(run).steps["pay"]["state"] == "blocked" and paid == []
     assert "the rules cannot see the call's arguments" in runtime.view(run).reasons["pay"]
+
+
+def test_clauses_for_one_role_merge_in_the_check_as_in_the_run(tmp_path):
+    """`by 2 of role "operator" within 20m` and `by role "operator" within 28m`: the run waits for
+    two approvals valid 20 minutes, which covers a policy asking for two within 25m; the longer
+    clause weakens nothing, so the check finds nothing either."""
+    policy = POLICY.replace('by role "operator" within 2h', 'by 2 of role "operator" within 25m')
+    plan = PLAN.replace('approval by role "operator" }',
+                        'approval by 2 of role "operator" within 20m approval by role "operator" within 28m }')
+    found = check_sources([SourceFile("p.plan", plan)], [SourceFile("p.policy", policy)]).diagnostics
+    assert [d.name for d in found if d.severity.value == "error"] == []
+    runtime = _runtime(tmp_path)
+    run = runtime.start(plan, "p.plan", [("p.policy", policy)], run="r1")
+    assert runtime.advance(run).state == "paused"
+    body = runtime.approve(run, "act", "alice", "operator")
+    assert datetime.fromisoformat(body["expires_at"]).timestamp() - 1_000_000.0 == 20 * 60
+    assert runtime.advance(run).state == "paused"  # one approver of two
+    runtime.approve(run, "act", "bob", "operator")
+    assert runtime.advance(run).state == "succeeded"
+    # Merged, the clauses still fall short where each does: one approver too few, or too long a life.
+    for short, message in [('by role "operator" within 20m approval by role "operator" within 25m }',
+                            "asks for 1 approver of role `operator`, but 2 are required"),
+                           ('by 2 of role "operator" within 30m approval by role "operator" within 40m }',
+                            "lets an approval by role `operator` last 30m, longer than the 25m required")]:
+        weaker = PLAN.replace('by role "operator" }', short)
+        found = check_sources([SourceFile("p.plan", weaker)], [SourceFile("p.policy", policy)]).diagnostics
+        assert [(d.name, message in d.message) for d in found if d.name.startswith("approval")] == [
+            ("approval-insufficient", True)], [d.message for d in found]
+
+
+def _overlap_tools(release, active: list[int], peak: list[int], calls: list[str]) -> ToolRegistry:
+    """Writes `ops.slow(name)`: each counts the calls running at once (`peak`); `x` answers only
+    once `release` is set. The hook says a key's call happened once that call has returned."""
+    import threading
+
+    mutex = threading.Lock()
+    returned: set[str] = set()
+
+    @tool("ops.slow")
+    def slow(name: str, idempotency_key: str) -> dict:
+        with mutex:
+            active[0] += 1
+            peak[0] = max(peak[0], active[0])
+            calls.append(name)
+        if name == "x":
+            release.wait(10)
+        with mutex:
+            active[0] -= 1
+            returned.add(idempotency_key)
+        return {"name": name}
+
+    @slow.reconcile
+    def slow_reconcile(idempotency_key: str) -> dict | None:
+        return {"name": "x"} if idempotency_key in returned else None
+
+    registry = ToolRegistry()
+    registry.register(slow)
+    return registry
+
+
+OVERLAP_POLICY = "policy p { tool ops.slow { risk reversible_write } unknown_tools deny limit concurrency <= 1 }"
+OVERLAP_PLAN = """plan p {
+  step x { call ops.slow(name: "x") time 1s idempotency "kx" }
+  step y { call ops.slow(name: "y") time 5s idempotency "ky" }
+}"""
+
+
+def test_a_call_that_timed_out_still_holds_its_worker_under_the_concurrency_limit(tmp_path):
+    """`limit concurrency <= 1`: `x` times out after 1s but runs on; `y` starts only once it has
+    returned, never beside it."""
+    import threading
+
+    release, active, peak, calls = threading.Event(), [0], [0], []
+    runtime = Runtime(Journal.open(tmp_path / "journal.db"), _overlap_tools(release, active, peak, calls))
+    run = runtime.start(OVERLAP_PLAN, "p.plan", [("p.policy", OVERLAP_POLICY)], run="r1")
+    threading.Timer(1.5, release.set).start()  # `x` answers half a second after its timeout
+    report = runtime.advance(run)
+    assert peak == [1] and calls == ["x", "y"]
+    assert report.steps["x"]["state"] == "outcome_unknown" and report.steps["y"]["state"] == "succeeded"
+    assert runtime.advance(run).state == "succeeded"  # the hook now says `x` happened
+    assert calls == ["x", "y"]
+
+
+def test_calls_that_timed_out_and_hold_every_worker_pause_the_run_after_a_while(tmp_path, monkeypatch):
+    import threading
+
+    import plangate.runtime.host as host
+
+    monkeypatch.setattr(host, "ABANDONED_WAIT", 0)  # wait only the step's own `time` (1s) more
+    release, active, peak, calls = threading.Event(), [0], [0], []
+    runtime = Runtime(Journal.open(tmp_path / "journal.db"), _overlap_tools(release, active, peak, calls))
+    run = runtime.start(OVERLAP_PLAN, "p.plan", [("p.policy", OVERLAP_POLICY)], run="r1")
+    try:
+        report = runtime.advance(run)
+        assert report.state == "paused" and report.exit_code == 3 and calls == ["x"]
+        assert "the calls of `x` timed out and still run, holding the 1 worker(s)" in report.message
+        assert report.steps["y"]["state"] == "ready"
+    finally:
+        release.set()
+    for _ in range(100):
+        if not active[0]:
+            break
+        threading.Event().wait(0.05)
+    assert runtime.advance(run).state == "succeeded" and calls == ["x", "y"]
+
+
+def test_a_call_still_in_flight_in_this_process_is_never_settled_or_repeated_here(tmp_path):
+    """A second `advance` in the process whose call timed out does not ask the hook (the call has
+    not returned: "not happened" would be a guess) nor call again; settling it by hand is refused
+    until it returns."""
+    import threading
+
+    import pytest
+
+    from plangate.runtime.host import RunError
+
+    release, active, peak, calls = threading.Event(), [0], [0], []
+    runtime = Runtime(Journal.open(tmp_path / "journal.db"), _overlap_tools(release, active, peak, calls))
+    plan = 'plan p { step x { call ops.slow(name: "x") time 1s idempotency "kx" } }'
+    run = runtime.start(plan, "p.plan", [("p.policy", OVERLAP_POLICY)], run="r1")
+    try:
+        assert runtime.advance(run).steps["x"]["state"] == "outcome_unknown"
+        assert runtime.advance(run).steps["x"]["state"] == "outcome_unknown"
+        with pytest.raises(RunError, match="timed out and is still running in this process"):
+            runtime.reconcile(run, "x", False, "ops")
+        assert calls == ["x"] and not kinds_of(runtime, run, "reconciled")
+    finally:
+        release.set()
+    for _ in range(100):
+        if not active[0]:
+            break
+        threading.Event().wait(0.05)
+    assert runtime.advance(run).state == "succeeded" and calls == ["x"]
+
+
+def kinds_of(runtime: Runtime, run: str, kind: str) -> list:
+    return [record for record in runtime.journal.records(run) if record.kind == kind]

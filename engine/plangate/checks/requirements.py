@@ -4,12 +4,17 @@
 For each step, every `require` rule of the compiled policy is decided on the step's call: a rule
 applies when its `when` must or may hold on the runs where the step runs (decided with the solver
 where it reads values known only at run time, together with the step's own `when`, exactly as deny
-rules are: `rules.step_decisions`; "may" counts, since the run may need it). Approvals: the required approvals are
-merged per role (the most approvers, the shortest `within`); the plan must ask for each role with
-at least that many approvers and no longer `within` (a plan `approval` without `within` takes the
-policy's). A `check` covers a step when it depends on it directly. Each diagnostic says which rule
-asked for what. `limit approval_within` bounds every `within` a plan writes (`limit-exceeded`). A `check` step needs approvals like any other, but no check, rollback or key of
-its own: it must be read-only, and `check-not-read-only` reports one that is not.
+rules are: `rules.step_decisions`; "may" counts, since the run may need it).
+
+Approvals: the required approvals are merged per role (the most approvers, the shortest `within`);
+the plan's clauses for one role merge the same way, as the run merges them, and must ask for at
+least that many approvers and no longer `within` (a plan `approval` without `within` takes the
+policy's). A `check` step needs approvals like any other, but no check, rollback or key of its own:
+it must be read-only, and `check-not-read-only` reports one that is not. `limit approval_within`
+bounds every `within` a plan writes (`limit-exceeded`).
+
+A `check` covers a step when it depends on it directly. Each diagnostic says which rule asked for
+what.
 """
 
 from __future__ import annotations
@@ -141,16 +146,18 @@ def _approvals(step: Step, requirements: list[tuple[CompiledRequirement, str]]) 
                              f"step `{step.id}` asks for approval by role {roles}, but role `{need.role}` must approve",
                              labels=labels, notes=notes, help=f"add `approval by {wanted}`")
             continue
-        best = max(same_role, key=lambda spec: (spec.count, -(spec.within.seconds if spec.within else 0)))
-        if best.count < need.count:
-            yield diagnostic("approval-insufficient", best.span,
-                             f"step `{step.id}` asks for {best.count} approver{'s' if best.count != 1 else ''} "
+        # The plan's clauses for one role merge as the policy's do (the most approvers, the shortest
+        # `within`): the run waits for that many approvals, each valid that long.
+        most = max(same_role, key=lambda spec: spec.count)
+        if most.count < need.count:
+            yield diagnostic("approval-insufficient", most.span,
+                             f"step `{step.id}` asks for {most.count} approver{'s' if most.count != 1 else ''} "
                              f"of role `{need.role}`, but {need.count} are required",
                              labels=labels, notes=notes, help=f"write `approval by {wanted}`")
-        longest = [spec for spec in same_role if spec.within is not None and need.within is not None
-                   and spec.within.seconds > need.within]
-        for spec in longest:
-            yield diagnostic("approval-insufficient", spec.within.span if spec.within else spec.span,
-                             f"step `{step.id}` lets an approval by role `{need.role}` last {spec.within.text}, "
-                             f"longer than the {format_seconds(need.within or 0)} required",
-                             labels=labels, notes=notes, help=f"write `within {format_seconds(need.within or 0)}` or less")
+        shortest = min((spec.within for spec in same_role if spec.within is not None),
+                       key=lambda within: within.seconds, default=None)
+        if shortest is not None and need.within is not None and shortest.seconds > need.within:
+            yield diagnostic("approval-insufficient", shortest.span,
+                             f"step `{step.id}` lets an approval by role `{need.role}` last {shortest.text}, "
+                             f"longer than the {format_seconds(need.within)} required",
+                             labels=labels, notes=notes, help=f"write `within {format_seconds(need.within)}` or less")

@@ -74,6 +74,7 @@ import hashlib
 import math
 import os
 import signal
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -110,6 +111,9 @@ BAD = frozenset({"failed", "blocked", "cancelled", "compensated"})
 ABORTED = frozenset({"aborting", "aborted"})  # run states after which no step's own call is made
 BOUNDARIES = ("before_intent", "after_intent", "after_call", "after_result")
 HOOK = "reconcile hook"  # who settled an unknown outcome when the tool's hook did
+# How long, at least, a run with nothing else to start waits for calls that timed out and still hold
+# every worker `limit concurrency` allows (their step's time bound, if longer), before it pauses.
+ABANDONED_WAIT = 10
 # What a `plan_version` record holds back (`_hold_back_followers`): completed steps after one that
 # runs again, also through `after`; since this version, also a call of an earlier version whose
 # unknown outcome is settled after it.
@@ -153,6 +157,9 @@ class RunView:
     settled_by: dict[str, str] = field(default_factory=dict)  # step → who settled its last result by hand or hook
     # Completed steps that a later plan version dropped: the step as it was, for its rollback.
     dropped: dict[str, Step] = field(default_factory=dict)
+    # The effects of calls that a later plan version changed, each kept under its own id (`b@1`,
+    # `b@2`…: no plan step can be named so) as a dropped step is, for its rollback on abort.
+    superseded: set[str] = field(default_factory=set)
     # Completed steps whose call reads the result of a step that a later plan version runs again:
     # their state and reason, held back until their call can be computed anew (`_prepare`).
     recheck: dict[str, tuple[str, str | None]] = field(default_factory=dict)
@@ -222,6 +229,12 @@ class Runtime:
         # run → (state folded from the journal, (seq, hash) of the last record folded): a cache
         # of what the journal says, checked against the chain on every read, never a second truth.
         self._folded: dict[str, tuple[RunView, tuple[int, str]]] = {}
+        # run → the calls this process abandoned past their timeout that have not returned yet, each
+        # with its step and how long a run waits for it when nothing else can start: such a call
+        # still takes a worker under `limit concurrency` and may still take effect, so its step's
+        # outcome is not settled while it runs (`_abandon`; emptied from the calls' own threads).
+        self._in_flight: dict[str, dict[Future, tuple[str, float]]] = {}
+        self._in_flight_mutex = threading.Lock()
 
     @contextmanager
     def hold(self, run: str) -> Iterator[None]:
@@ -370,8 +383,10 @@ class Runtime:
             return self._pause(view, "the decision " + ", ".join(f"`{q}`" for q in pending) + " is still open")
         self._reconcile_unknown(view)
         limit = view.policy.limit("concurrency")
-        # The policy's limit; without one, every ready step may run (the static time bound assumes so).
-        workers = limit.count if limit is not None and limit.count else max(1, min(len(view.plan.steps), DEFAULT_WORKERS))
+        # The policy's limit, which calls that timed out and still run count against; without one,
+        # every ready step may run (the static time bound assumes so).
+        limited = limit is not None and bool(limit.count)
+        workers = limit.count if limited else max(1, min(len(view.plan.steps), DEFAULT_WORKERS))  # type: ignore[union-attr]
         pool = ThreadPoolExecutor(max_workers=workers)
         running: dict[Future, tuple[str, dict[str, Any], float]] = {}  # call → (step, intent, deadline)
         left_behind = 0
@@ -380,12 +395,13 @@ class Runtime:
             while True:
                 view = self.view(run)
                 frontier.update(view.states)
-                progressed = settled = False
+                progressed = settled = starved = False
                 in_flight = {name for name, _, _ in running.values()}
                 for step_id in frontier.candidates():
                     if view.states.get(step_id) in FINISHED | {"outcome_unknown"} or step_id in in_flight:
                         continue
-                    if len(running) >= workers:
+                    if len(running) + (len(self._abandoned(run)) if limited else 0) >= workers:
+                        starved = limited
                         break
                     action = self._prepare(view, step_id)
                     if action is None:
@@ -398,27 +414,60 @@ class Runtime:
                     bound = _time_bound(view.policy, _step(view.plan, step_id))  # type: ignore[arg-type]
                     deadline = time.monotonic() + bound if bound else float("inf")  # the step's `time`, else its tool's cap
                     running[pool.submit(_call_tool, self.tools, action)] = (step_id, action, deadline)
-                if not running:
-                    if not progressed:
+                abandoned = self._abandoned(run) if starved or running else {}
+                if not running and not abandoned:
+                    if not progressed and not starved:
                         break
                     continue
                 if settled:  # steps after those may be ready now: start them before waiting on a call
                     continue
-                soonest = min(deadline for _, _, deadline in running.values())
+                if not running:  # calls that timed out hold every worker: wait a while for one to return
+                    if min(grace for _, grace in abandoned.values()) <= time.monotonic():
+                        return self.report(run, self.view(run), _held_workers(abandoned, workers))
+                    soonest = min(grace for _, grace in abandoned.values())
+                else:
+                    soonest = min(deadline for _, _, deadline in running.values())
                 timeout = None if soonest == float("inf") else max(0.0, soonest - time.monotonic())
-                done, _ = wait(list(running), timeout=timeout, return_when=FIRST_COMPLETED)
+                done, _ = wait([*running, *abandoned], timeout=timeout, return_when=FIRST_COMPLETED)
                 for future in done:
+                    if future in abandoned:  # returned at last: a worker is free (its outcome is settled
+                        continue             # as any unknown one is, by the next `resume`)
                     step_id, call, _ = running.pop(future)
                     self.fault(step_id, "after_call")
                     self._finish(self.view(run), step_id, call, future.result())
-                abandoned = self._time_out(run, running)
-                if abandoned:  # their threads stay busy: later calls get fresh ones (`running` still counts)
-                    left_behind += abandoned
+                timed_out = self._time_out(run, running)
+                if timed_out:  # their threads stay busy: later calls get fresh ones (`_abandoned` counts them)
+                    left_behind += timed_out
                     pool.shutdown(wait=False)
                     pool = ThreadPoolExecutor(max_workers=workers)
         finally:
             pool.shutdown(wait=not left_behind, cancel_futures=True)  # never wait on a timed-out call
         return self.report(run, self.view(run))
+
+    def _abandoned(self, run: str) -> dict[Future, tuple[str, float]]:
+        """The calls of `run` that this process abandoned past their timeout and that still run."""
+        with self._in_flight_mutex:
+            return {future: entry for future, entry in self._in_flight.get(run, {}).items() if not future.done()}
+
+    def _in_flight_steps(self, run: str) -> set[str]:
+        return {step_id for step_id, _ in self._abandoned(run).values()}
+
+    def _abandon(self, run: str, step_id: str, future: Future, bound: int) -> None:
+        """Keep an abandoned call on the books until it returns: it holds a worker, and the run,
+        until then (a run with nothing else to start waits `bound` more seconds, at least
+        `ABANDONED_WAIT`, for it); then its thread takes it off."""
+        release_lock = self._locks.pin(run)
+        with self._in_flight_mutex:
+            self._in_flight.setdefault(run, {})[future] = (step_id, time.monotonic() + max(bound, ABANDONED_WAIT))
+
+        def returned(_done: Future) -> None:
+            with self._in_flight_mutex:
+                calls = self._in_flight.get(run, {})
+                calls.pop(future, None)
+                if not calls:
+                    self._in_flight.pop(run, None)
+            release_lock()
+        future.add_done_callback(returned)
 
     def require_tools(self, plan: Plan, states: dict[str, str], nothing_done: str = "nothing was run") -> None:
         """Refuse to start (a `RunError`, nothing journaled) unless every tool that a step not yet
@@ -445,10 +494,10 @@ class Runtime:
             if now < deadline:
                 continue
             del running[future]
-            future.add_done_callback(lambda _done, release=self._locks.pin(run): release())
             view = self.view(run)
             step = _step(view.plan, step_id)
             assert step is not None and step.call is not None
+            self._abandon(run, step_id, future, _time_bound(view.policy, step))
             reason = f"no answer within {_bound_text(view.policy, step)}"
             if effective_risk(step, view.policy.match(step.call.tool)) == Risk.read_only:
                 self.journal.append(run, "attempt_failed", {"error": f"{reason} (a read-only call: no effect to "
@@ -463,8 +512,11 @@ class Runtime:
     def _reconcile_unknown(self, view: RunView, only: list[str] | None = None) -> None:
         """Mark each call with no recorded answer `outcome_unknown` and ask its tool's reconcile hook
         (every open call, or those of the steps `only`)."""
+        still_running = self._in_flight_steps(view.run)
         for step_id, intent in list(view.open_intents.items()):
             if only is not None and step_id not in only:
+                continue
+            if step_id in still_running:  # timed out, and still running here: no answer yet can be true
                 continue
             if step_id not in view.marked_unknown:
                 self.journal.append(view.run, "outcome_unknown", {"idempotency_key": intent["idempotency_key"]}, step=step_id)
@@ -869,6 +921,9 @@ class Runtime:
         if not by:
             raise RunError("settling an outcome needs the name of who settles it (`--as NAME`), not blanks")
         view = self.view(run)
+        if step_id in self._in_flight_steps(run):
+            raise RunError(f"the call of step `{step_id}` timed out and is still running in this process: "
+                           "it may still take effect; settle it once it returns")
         if view.states.get(step_id) != "outcome_unknown":
             raise RunError(f"step `{step_id}` of run `{run}` has no unknown outcome to settle "
                                 f"(it is {view.states.get(step_id, 'not started')})")
@@ -1093,6 +1148,12 @@ class Runtime:
         return RunReport(run, state, message, steps, needs_reconcile)
 
 
+def _held_workers(abandoned: dict[Future, tuple[str, float]], workers: int) -> str:
+    steps = ", ".join(f"`{step_id}`" for step_id in sorted({step_id for step_id, _ in abandoned.values()}))
+    return (f"the calls of {steps} timed out and still run, holding the {workers} worker(s) that `limit "
+            "concurrency` allows: the run goes on once they return (`plangate resume`)")
+
+
 def _declared_cost(policy: CompiledPolicy, step: Step) -> float:
     """What one attempt of `step` may cost: its declared high end, else its tool's cap, else 0."""
     if step.cost is not None:
@@ -1130,7 +1191,7 @@ def _copy_view(view: RunView) -> RunView:
                    dropped=dict(view.dropped), completed_at=dict(view.completed_at), recheck=dict(view.recheck),
                    to_roll_back=list(view.to_roll_back), rollback_intents=dict(view.rollback_intents),
                    rollback_calls=dict(view.rollback_calls), rollback_unknown=dict(view.rollback_unknown),
-                   rolled_back=set(view.rolled_back),
+                   rolled_back=set(view.rolled_back), superseded=set(view.superseded),
                    approvals={step: list(items) for step, items in view.approvals.items()})
 
 
@@ -1195,6 +1256,8 @@ def _fold(view: RunView, record: Record) -> None:
             view.states[step] = held[0]
             view.reasons[step] = "it succeeded under an earlier plan version, and its call is the same"
         elif step is not None:
+            if held is not None:  # its call, computed anew, is another: the earlier call's effect stands
+                _supersede(view, step, _step(view.plan, step), f"plan version {view.plan_version} changed its call")
             _forget(view, step)
     elif kind == "run_state":
         view.run_state = body["state"]
@@ -1225,8 +1288,9 @@ def _fold(view: RunView, record: Record) -> None:
         if "settled_by" in body:
             view.settled_by[step] = body["settled_by"]
         if step in view.stale:  # an earlier version's call happened: settled, not this version's call
-            view.stale.pop(step)
+            made_under = view.stale.pop(step)
             if _step(view.plan, step) is not None:
+                _supersede(view, step, made_under, "a later plan version changed its call while its outcome was unknown")
                 _forget(view, step)
                 if view.run_state in ABORTED:  # its new call will never be made
                     view.states[step] = "cancelled"
@@ -1326,6 +1390,8 @@ def _revise(view: RunView, step_id: str, old: Step | None, new: Step | None) -> 
     `waiting_for_approval` step is decided again (what it waits for may have changed: the steps
     before it, the approvals it needs), and so is a `failed` one that the new `retry` allows another
     attempt; completed steps keep their state and result."""
+    if step_id in view.superseded:
+        return  # an earlier call's effect: no version has that step
     changed = old is None or new is None or canonical(old.call) != canonical(new.call)
     if step_id in view.open_intents or view.states.get(step_id) == "outcome_unknown":
         if changed:
@@ -1347,6 +1413,8 @@ def _revise(view: RunView, step_id: str, old: Step | None, new: Step | None) -> 
                                      else "its call happened; the step is no longer in the plan")
         return
     if changed:
+        if old is not None and state in ("succeeded", "verifying"):
+            _supersede(view, step_id, old, f"plan version {view.plan_version} changed its call")
         _forget(view, step_id)
         return
     if view.dropped.pop(step_id, None) is not None:  # back in the plan with the same call: an ordinary step again
@@ -1358,6 +1426,25 @@ def _revise(view: RunView, step_id: str, old: Step | None, new: Step | None) -> 
             state == "failed" and new is not None and view.attempts.get(step_id, 0) <= new.retry):
         view.states.pop(step_id, None)
         view.reasons.pop(step_id, None)
+
+
+def _supersede(view: RunView, step_id: str, made_under: Step | None, why: str) -> None:
+    """Keep the effect of a step's call that happened before a new plan version changed the call,
+    under an id of its own (`b@1`, then `b@2`…), as a dropped step is kept: `succeeded`, with its
+    result and the step as it was, so that an abort with rollback undoes it too. Only a step with a
+    `rollback` has an effect to undo: the others' effects simply stand, as the journal records."""
+    if made_under is None or made_under.rollback is None or step_id not in view.results:
+        return
+    number = 1 + sum(1 for name in view.superseded if name.rpartition("@")[0] == step_id)
+    kept = f"{step_id}@{number}"
+    view.superseded.add(kept)
+    view.dropped[kept] = made_under.model_copy(update={"id": kept})
+    view.states[kept] = "succeeded"
+    view.reasons[kept] = f"the effect of `{step_id}`'s earlier call: {why}, and the effect stands"
+    view.results[kept] = view.results[step_id]
+    view.attempts[kept] = view.attempts.get(step_id, 0)
+    if step_id in view.completed_at:
+        view.completed_at[kept] = view.completed_at[step_id]
 
 
 def _forget(view: RunView, step_id: str) -> None:

@@ -80,9 +80,15 @@ _UNIT_WORDS = {"ms": "ms", "s": "s", "sec": "s", "second": "s", "m": "m", "min":
                "h": "h", "hr": "h", "hour": "h", "d": "d", "day": "d"}
 _NUMBER_BEFORE = re.compile(r"(?<![A-Za-z0-9_.])([0-9]+(?:\.[0-9]+)?)[ \t]*\Z")
 _ARGUMENT_NAME_AFTER = re.compile(r"[ \t]*:(?!:)")
-_STEP_AFTER_BRACE = re.compile(r"[ \t]*(step|check|tool|require|deny|warn|limit|test)\b")
+_ITEM_KEYWORDS = frozenset(("step", "check", "budget", "tool", "require", "deny", "warn", "limit", "test",
+                            "unknown_tools", "objective", "non_goal", "scope", "success", "constraint",
+                            "decision", "version"))
+_ITEM_PREFIXES = frozenset(("require", "unknown_tools", "expect"))  # `require check`, `unknown_tools deny`
+_KEYWORD_AFTER_BRACE = re.compile(r"[ \t]*(" + "|".join(sorted(_ITEM_KEYWORDS)) + r")\b")
+_DOT_AFTER = re.compile(r"[ \t]*\.")
 _ARGUMENT_NAME_BEFORE = re.compile(r"[(,]\s*[A-Za-z_][A-Za-z0-9_]*\s*\Z")
 _BRACES = re.compile(r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"|\'[^\'\\\n]*(?:\\.[^\'\\\n]*)*\'|#[^\r\n]*|[{}]')
+_ITEM_SCAN = re.compile(_BRACES.pattern + r"|[()\[\]]|(?P<word>[A-Za-z_][A-Za-z0-9_]*)")
 
 _EXAMPLES: dict[str, list[str]] = {
     "missing-comma": [
@@ -336,7 +342,7 @@ def _blank_item(text: str, offset: int) -> str | None:
 
     The item runs from the item start at or before `offset` to the next item start; the last item
     of a file runs to the file's last `}` (kept: it closes the plan or policy around the item)."""
-    starts = sorted({match.start() for match in _ITEM_START.finditer(text)} | set(_starts_after_braces(text)))
+    starts = sorted({match.start() for match in _ITEM_START.finditer(text)} | set(_starts_mid_line(text)))
     before = [start for start in starts if start <= offset]
     after = [start for start in starts if start > offset]
     if not before:
@@ -354,15 +360,34 @@ def _blank_item(text: str, offset: int) -> str | None:
     return text[:begin] + region + text[end:]
 
 
-def _starts_after_braces(text: str) -> list[int]:
-    """Item starts in the middle of a line: an item's keyword right after a brace (not one inside
-    a string or a comment), as in `plan p { step a { … } step b { … } }`."""
+def _starts_mid_line(text: str) -> list[int]:
+    """Item starts in the middle of a line, as in `plan p { budget { … } step a { … } }`: an item's
+    keyword (not inside a string or a comment) right after a brace, or standing directly in a plan
+    or policy (brace depth 1, outside brackets) where it is no part of an expression (`step.risk`)
+    or of another item (`require check`, `unknown_tools deny`). Counting depth keeps a word of a
+    clause's value from being taken for a new item; a brace left unclosed by the error itself
+    throws the count off, which the keywords right after a brace and the line starts make up for."""
     found = []
-    for match in _BRACES.finditer(text):
-        if match.group() in "{}":
-            follows = _STEP_AFTER_BRACE.match(text, match.end())
+    braces = brackets = 0
+    previous = ""
+    for match in _ITEM_SCAN.finditer(text):
+        lexeme = match.group()
+        if lexeme in "{}":
+            braces += 1 if lexeme == "{" else -1
+            follows = _KEYWORD_AFTER_BRACE.match(text, match.end())
             if follows is not None:
                 found.append(follows.start(1))
+        elif lexeme in "([":
+            brackets += 1
+        elif lexeme in ")]":
+            brackets = max(0, brackets - 1)
+        elif match.lastgroup == "word":
+            if (braces == 1 and brackets == 0 and lexeme in _ITEM_KEYWORDS and previous not in _ITEM_PREFIXES
+                    and text[match.start() - 1:match.start()] != "." and not _DOT_AFTER.match(text, match.end())):
+                found.append(match.start())
+            previous = lexeme
+            continue
+        previous = ""
     return found
 
 
