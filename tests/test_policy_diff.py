@@ -326,6 +326,32 @@ def test_a_deny_rule_rewritten_with_the_same_meaning_exits_0(tmp_path, capsys):
     assert sorted(subjects(report)) == [("rewritten", "deny a"), ("rewritten", "deny b")]
 
 
+def test_an_edit_that_explains_no_witness_stays_rewritten_beside_one_that_does(tmp_path, capsys):
+    """Each edit is judged on the witnesses: `sel` rewritten with the same meaning is `rewritten`
+    even when another edit (`n`) changes what is allowed; so is an argument schema that only
+    changes where another rule decides. The edit that explains the witness is `changed`."""
+    tools = "tool db.q { risk read_only args { sql: string } }\ntool x.y { risk read_only }\n"
+    old = policy(tools + 'deny "sel" when call.tool == "db.q" && !args.sql.startsWith("SELECT ")\n'
+                         'deny "n" when call.tool == "x.y"')
+    new = policy(tools + 'deny "sel" when call.tool == "db.q" && !args.sql.matches("^SELECT ")\n'
+                         'deny "n" when call.tool == "x.z"')
+    code, report, text = diff(tmp_path, capsys, old, new)
+    assert code == 1
+    assert sorted(subjects(report)) == [("changed", "deny n"), ("loosened", "allowed calls"), ("rewritten", "deny sel")]
+    (sel,) = [change for change in report["changes"] if change["subject"] == "deny sel"]
+    assert sel["text"].endswith("(none of the differences in allowed calls comes from it)")
+    assert "deny rule `sel`" in text.split("rewritten, same meaning:")[1]
+    # A schema edit explains a witness only through the arguments of its own tool: here every call
+    # of `db.q` is denied by a rule on both sides.
+    schema = tools.replace("args { sql: string }", "args { sql: string, n: int? }")
+    every_q = 'deny "q" when call.tool == "db.q"\n'
+    code, report, _ = diff(tmp_path, capsys, policy(tools + every_q + 'deny "n" when call.tool == "x.y"'),
+                           policy(schema + every_q))
+    assert sorted(subjects(report)) == [("changed", "deny n"), ("loosened", "allowed calls"), ("rewritten", "tool db.q")]
+    code, report, _ = diff(tmp_path, capsys, policy(tools), policy(schema.replace("n: int?", "n: int")))
+    assert ("changed", "tool db.q") in subjects(report)  # a required argument: old calls are refused
+
+
 def test_a_difference_the_solver_cannot_decide_counts(tmp_path, capsys):
     tool = "tool t.x { risk read_only args { s: string } }\n"
     old = policy(tool + 'deny "m" when args.s.matches("(?i)^a+$")')  # a flag: not translated

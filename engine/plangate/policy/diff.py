@@ -102,14 +102,37 @@ def diff_policies(old: CompiledPolicy, new: CompiledPolicy, time_bound: float = 
     with solve.allowance(solve.TOTAL_BOUND):  # each query has `time_bound`; all of them together, this
         results = _compare(policies, time_bound)
     changes: list[Change] = []
-    allow_differs = _allow_changes(results, changes)
-    _catalogue(old, new, changes, allow_differs)
-    _unknown_tools(old, new, changes, allow_differs)
+    allowed = _allow_changes(results, changes)
+    _catalogue(old, new, changes, allowed)
+    _unknown_tools(old, new, changes, allowed)
     _requirement_changes(policies, results, changes)
     _warn_changes(policies, results, changes)
     _limits(old, new, changes)
-    _deny_rules(old, new, changes, allow_differs)
+    _deny_rules(old, new, changes, allowed)
     return changes
+
+
+@dataclass
+class AllowDifferences:
+    """What the allow comparison found: whether any call is decided differently (or could not be
+    decided), and, on its witnesses, the reasons to deny that one policy gives and the other does
+    not — per tool class, `catalogue`, `arguments` or `denied by `RULE``. An edit explains a
+    difference when its reason is among them; where some difference could not be decided, any edit
+    may explain it."""
+
+    found: bool = False
+    undecided: bool = False
+    reasons: set[tuple[str, str]] = field(default_factory=set)  # (tool class label, reason kind)
+
+    def explained_by(self, reason: str, label: str | None = None) -> bool:
+        return self.undecided or any(kind == reason and label in (None, where) for where, kind in self.reasons)
+
+    def remark(self, explained: bool, same: str) -> str:
+        """What to add to an edit's text: `same` when nothing is allowed differently, else a word
+        on an edit that explains none of the differences."""
+        if not self.found:
+            return same
+        return "" if explained else " (none of the differences in allowed calls comes from it)"
 
 
 # ------------------------------------------------------------------------------------ tool classes
@@ -925,16 +948,20 @@ def _unconfirmed(finding: Finding) -> str:
     return "" if finding.confirmed else " (replaying this call did not confirm the solver's answer: treat it as a possible difference)"
 
 
-def _allow_changes(results: dict[Question, list[Finding]], changes: list[Change]) -> bool:
-    """The allow comparisons; whether they found any difference (or could not decide one)."""
-    differs = False
+def _allow_changes(results: dict[Question, list[Finding]], changes: list[Change]) -> AllowDifferences:
+    """The allow comparisons, and what they found (`AllowDifferences`)."""
+    differences = AllowDifferences()
     for direction in ("loosened", "tightened"):
         question = Question("allow", "", direction)
         findings = results.get(question, [])
-        differs = differs or bool(findings)
+        differences.found = differences.found or bool(findings)
         allowing, denying = ("new", "old") if direction == "loosened" else ("old", "new")
         what = "NEW allows a call that OLD denies" if direction == "loosened" else "NEW denies a call that OLD allows"
         witnesses = [f for f in findings if f.status == "witness"]
+        differences.undecided = differences.undecided or len(witnesses) < len(findings)
+        for finding in witnesses:
+            kinds = [{_reason_kind(reason) for reason in finding.decisions[side].reasons} for side in SIDES]
+            differences.reasons.update((finding.tool_class.label, kind) for kind in kinds[0] ^ kinds[1])
 
         def key(finding: Finding) -> tuple[str, ...]:
             return tuple(sorted(_reason_kind(reason) for reason in finding.decisions[denying].reasons)) + (str(finding.confirmed),)
@@ -948,7 +975,7 @@ def _allow_changes(results: dict[Question, list[Finding]], changes: list[Change]
                                   f"{what}: {first.witness.text(first.entries, first.read)} ({NAMES[denying]}: {reasons})"
                                   f"{_also(group)}{_unconfirmed(first)}", _witness_json(group)))
         _undecided(question, findings, what, changes, "allowed calls")
-    return differs
+    return differences
 
 
 def _reason_kind(reason: str) -> str:
@@ -1066,35 +1093,37 @@ def _warn_changes(policies: dict[str, CompiledPolicy], results: dict[Question, l
                                   header + " (on the calls both policies allow, it warns exactly as before)"))
 
 
-def _deny_rules(old: CompiledPolicy, new: CompiledPolicy, changes: list[Change], allow_differs: bool) -> None:
-    """Deny rules edited, added or removed, by name: what explains an allow witness (`changed`), or
-    a rewrite that left the allowed calls as they were (`rewritten`)."""
+def _deny_rules(old: CompiledPolicy, new: CompiledPolicy, changes: list[Change], allowed: AllowDifferences) -> None:
+    """Deny rules edited, added or removed, by name: one that explains an allow witness (it fires
+    on the witness under one policy and not the other) is `changed`; a rewrite that explains none
+    is `rewritten`."""
     texts: dict[str, dict[str, str]] = {"old": {}, "new": {}}
     for side, policy in (("old", old), ("new", new)):
         for rule in policy.rules:
             if rule.effect == "deny":
                 texts[side][rule.name] = " || ".join(
                     [t for t in [texts[side].get(rule.name)] if t] + [cel.to_source(rule.when)])
-    kind = "changed" if allow_differs else "rewritten"
-    same = "" if allow_differs else " (both policies still allow and deny the same calls)"
     for name in sorted(texts["old"].keys() | texts["new"].keys()):
         a, b = texts["old"].get(name), texts["new"].get(name)
         if a == b:
             continue
         text = (f"deny rule `{name}` was removed: `{a}`" if b is None else
                 f"deny rule `{name}` was added: `{b}`" if a is None else f"deny rule `{name}`: `{a}` → `{b}`")
-        changes.append(Change(kind, f"deny {name}", text + same))
+        explained = allowed.explained_by(f"denied by `{name}`")
+        changes.append(Change("changed" if explained else "rewritten", f"deny {name}",
+                              text + allowed.remark(explained, " (both policies still allow and deny the same calls)")))
 
 
-def _unknown_tools(old: CompiledPolicy, new: CompiledPolicy, changes: list[Change], allow_differs: bool) -> None:
+def _unknown_tools(old: CompiledPolicy, new: CompiledPolicy, changes: list[Change], allowed: AllowDifferences) -> None:
     if old.unknown_tools != new.unknown_tools:
-        kind = ("loosened" if new.unknown_tools == "warn" else "tightened") if allow_differs else "rewritten"
+        explained = allowed.explained_by("catalogue")
+        kind = ("loosened" if new.unknown_tools == "warn" else "tightened") if explained else "rewritten"
         changes.append(Change(kind, "unknown_tools",
                               f"tools outside the catalogue: `{old.unknown_tools}` → `{new.unknown_tools}`"
-                              + ("" if allow_differs else " (no tool is decided differently)")))
+                              + allowed.remark(explained, " (no tool is decided differently)")))
 
 
-def _catalogue(old: CompiledPolicy, new: CompiledPolicy, changes: list[Change], allow_differs: bool) -> None:
+def _catalogue(old: CompiledPolicy, new: CompiledPolicy, changes: list[Change], allowed: AllowDifferences) -> None:
     """Facts of the catalogue that decisions other than allow/deny read (risk classes, caps,
     schemas), compared per tool class: the entry each policy decides the class's tools by, however
     the catalogue spells it (`deploy.preview { risk read_only }` added under `deploy.* { risk
@@ -1107,11 +1136,11 @@ def _catalogue(old: CompiledPolicy, new: CompiledPolicy, changes: list[Change], 
         a, b = tool_class.entry(old), tool_class.entry(new)
         if (a is None and (b is None or old.unknown_tools != "warn")) or (b is None and new.unknown_tools != "warn"):
             continue
-        found = _entry_changes(tool_class.label, a, b, allow_differs)
+        found = _entry_changes(tool_class.label, a, b, allowed)
         if found:
             differing.update(entry.pattern for entry in (a, b) if entry is not None)
             changes.extend(found)
-    if not allow_differs:
+    if not allowed.found:
         before = {entry.pattern for entry in old.catalogue}
         after = {entry.pattern for entry in new.catalogue}
         for pattern in sorted(after - before - differing):
@@ -1122,7 +1151,8 @@ def _catalogue(old: CompiledPolicy, new: CompiledPolicy, changes: list[Change], 
                                   f"`{pattern}` left the catalogue (both policies decide its calls alike)"))
 
 
-def _entry_changes(label: str, a: CatalogueEntry | None, b: CatalogueEntry | None, allow_differs: bool) -> list[Change]:
+def _entry_changes(label: str, a: CatalogueEntry | None, b: CatalogueEntry | None,
+                   allowed: AllowDifferences) -> list[Change]:
     """How the entry NEW decides the tools of `label` by (`b`) differs from OLD's (`a`); None is no
     entry (an unknown tool that the policy admits)."""
     subject = f"tool {label}"
@@ -1149,9 +1179,10 @@ def _entry_changes(label: str, a: CatalogueEntry | None, b: CatalogueEntry | Non
         found.append(Change("loosened" if looser else "tightened", subject,
                             f"{name} time cap {_seconds(times[0])} → {_seconds(times[1])}{through}"))
     if _schema_key(schemas[0]) != _schema_key(schemas[1]):
-        found.append(Change("changed" if allow_differs else "rewritten", subject,
+        explained = allowed.explained_by("arguments", label)
+        found.append(Change("changed" if explained else "rewritten", subject,
                             f"{name} argument schema: {_schema(schemas[0])} → {_schema(schemas[1])}{through}"
-                            + ("" if allow_differs else " (both policies still allow the same calls)")))
+                            + allowed.remark(explained, " (both policies still allow the same calls)")))
     return found
 
 
