@@ -868,6 +868,32 @@ def test_an_unknown_outcome_of_a_changed_call_settled_as_happened_is_kept_and_ro
     assert [call[1] for call in toolbox.calls if call[0] == "t.write"] == ["two", "undo-two", "undo-one"]
 
 
+def test_an_aborted_run_can_still_be_rolled_back_and_a_failed_rollback_tried_again(box):
+    """`abort` and then `abort --rollback` undoes what the run did; a rollback that failed is
+    made again by the next `abort --rollback`, with the same key; one that succeeded never is."""
+    toolbox, runtime = box
+    run = start_plan(runtime, """
+  step w { call t.write(name: "w") risk reversible_write idempotency "w" rollback t.write(name: "undo-w") }
+  step v { call t.write(name: "v") risk reversible_write idempotency "v" rollback t.write(name: "undo-v") }
+  step n after w, v { call t.send(to: "ops") idempotency "n" approval by role "operator" }
+""")
+    assert runtime.advance(run).steps["n"]["state"] == "waiting_for_approval"
+    assert runtime.abort(run, rollback=False).state == "aborted"
+    toolbox.failures["undo-v"] = 1
+    report = runtime.abort(run, rollback=True)
+    assert report.state == "aborted"
+    assert report.steps["w"]["state"] == "compensated" and report.steps["v"]["state"] == "succeeded"
+    assert "failed (ConnectionError: undo-v is unreachable)" in report.steps["v"]["reason"]
+    report = runtime.abort(run, rollback=True)
+    assert {step: report.steps[step]["state"] for step in ("w", "v", "n")} == {
+        "w": "compensated", "v": "compensated", "n": "cancelled"}
+    undone = [(call[1], call[2]) for call in toolbox.calls if call[1].startswith("undo-")]
+    assert sorted(name for name, _ in undone) == ["undo-v", "undo-v", "undo-w"]
+    assert len({key for name, key in undone if name == "undo-v"}) == 1  # the same key: the same rollback
+    assert runtime.abort(run, rollback=True).state == "aborted"  # nothing left to undo: nothing called
+    assert len([call for call in toolbox.calls if call[1].startswith("undo-")]) == 3
+
+
 def test_run_with_the_id_of_a_run_of_another_plan_is_refused(box, tmp_path, demo):
     from plangate.runtime.host import RunError
 

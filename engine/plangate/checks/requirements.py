@@ -13,8 +13,8 @@ policy's). A `check` step needs approvals like any other, but no check, rollback
 it must be read-only, and `check-not-read-only` reports one that is not. `limit approval_within`
 bounds every `within` a plan writes (`limit-exceeded`).
 
-A `check` covers a step when it depends on it directly. Each diagnostic says which rule asked for
-what.
+A `check` covers a step when it depends on it directly and runs whenever the step runs (see
+`_verifiers`). Each diagnostic says which rule asked for what.
 """
 
 from __future__ import annotations
@@ -22,6 +22,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
+from plangate.cel import ast as cel
+from plangate.cel.ast import Expr
+from plangate.cel.evaluate import constant_when
 from plangate.checks.context import PlanContext
 from plangate.diagnostics import Diagnostic, Label, diagnostic
 from plangate.ir.nodes import ApprovalSpec, Step
@@ -60,13 +63,7 @@ def applicable(ctx: PlanContext) -> dict[str, list[tuple[CompiledRequirement, st
 
 
 def check(ctx: PlanContext) -> Iterator[Diagnostic]:
-    checked_by: dict[str, list[str]] = {}
-    never = never_running(ctx)
-    for step in ctx.graph.steps.values():
-        if step.kind == "check" and step.id not in never and (step.when is None or not never_true(step.when)):
-            # a check that never runs (its `when` is false, or it uses the result of a step that never runs) verifies nothing
-            for source in ctx.graph.predecessors(step.id):
-                checked_by.setdefault(source, []).append(step.id)
+    checked_by, skippable = _verifiers(ctx)
     cap = ctx.policy.limit("approval_within") if ctx.policy is not None else None
     for step in ctx.graph.steps.values():
         for spec in step.approvals:
@@ -85,9 +82,14 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
             if step.kind == "check":
                 continue  # a check only observes; if it calls a write, `check-not-read-only` says so
             if requirement.kind == "check" and not checked_by.get(step_id):
-                yield _missing("check-missing", step, requirement, outcome,
-                               f"step `{step.id}` must be verified by a `check` step, and none depends on it",
-                               f"add `check verify_{step.id} after {step.id} {{ call … expect … }}`")
+                maybe = skippable.get(step_id, [])
+                message = (f"step `{step.id}` must be verified by a `check` step, and none depends on it" if not maybe
+                           else f"step `{step.id}` must be verified by a `check` step whenever it runs, and "
+                                + ", ".join(f"`{check_id}`" for check_id, _ in maybe) + " may be skipped when it runs")
+                yield _missing("check-missing", step, requirement, outcome, message,
+                               f"add `check verify_{step.id} after {step.id} {{ call … expect … }}`"
+                               + (" with no `when` of its own" if maybe else ""),
+                               [f"`{check_id}` runs only when {why}" for check_id, why in maybe])
             elif requirement.kind == "rollback" and step.rollback is None:
                 yield _missing("rollback-missing", step, requirement, outcome,
                                f"step `{step.id}` needs a `rollback`, and has none",
@@ -98,9 +100,63 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
                                f'add `idempotency "{step.id}-" + …`: a value that names this one effect')
 
 
+def _verifiers(ctx: PlanContext) -> tuple[dict[str, list[str]], dict[str, list[tuple[str, str]]]]:
+    """Per step, the `check` steps that verify it on every run where it runs; and those that
+    depend on it directly but may be skipped when it runs, each with why.
+
+    A check never runs when its `when` is constant and not true, or it uses the result of a step
+    that never runs: it verifies nothing. Else it runs when every guard of its guard set holds —
+    its own `when` and those of the steps whose results it uses, transitively (a skipped step's
+    users are skipped; `after` only orders) — so it verifies a step on each of that step's runs
+    when every guard it has beyond the step's own guards has the same condition as one of them
+    (the same expression over the same results: the same value on every run). A condition
+    implied without being the same one is not recognised: the check then counts as skippable."""
+    checked_by: dict[str, list[str]] = {}
+    skippable: dict[str, list[tuple[str, str]]] = {}
+    never = never_running(ctx)
+    guards = _guard_sets(ctx)
+    for step in ctx.graph.steps.values():
+        if step.kind != "check" or step.id in never or (step.when is not None and never_true(step.when)):
+            continue
+        for source in ctx.graph.predecessors(step.id):
+            conditions = {_when_of(ctx, guard) for guard in guards.get(source, ())}
+            extra = [guard for guard in guards.get(step.id, ()) if _when_of(ctx, guard) not in conditions]
+            if not extra:
+                checked_by.setdefault(source, []).append(step.id)
+                continue
+            guard = min(extra)
+            when = cel.to_source(_when_of(ctx, guard))
+            skippable.setdefault(source, []).append(
+                (step.id, f"`{when}` holds" + ("" if guard == step.id else f" (the `when` of `{guard}`, whose result it uses)")))
+    return checked_by, skippable
+
+
+def _when_of(ctx: PlanContext, step_id: str) -> Expr:
+    when = ctx.graph.steps[step_id].when
+    assert when is not None
+    return when
+
+
+def _guard_sets(ctx: PlanContext) -> dict[str, frozenset[str]]:
+    """Per step, the conditional steps whose `when` must hold for it to run (see `_verifiers`);
+    empty when no step has a `when` that reads a result, or the plan is no DAG."""
+    conditional = {step_id for step_id, step in ctx.graph.steps.items()
+                   if step.when is not None and constant_when(step.when) is None}
+    if not conditional or not ctx.graph.is_dag():
+        return {}
+    empty: frozenset[str] = frozenset()
+    sets: dict[str, frozenset[str]] = {}
+    for step_id in ctx.graph.topological_order():
+        inherited = [sets[p] for p in ctx.graph.pred[step_id]
+                     if ctx.graph.edges[(p, step_id)].kind == "reference" and sets[p]]
+        own = frozenset((step_id,)) if step_id in conditional else empty
+        sets[step_id] = inherited[0] if len(inherited) == 1 and not own else own.union(*inherited)
+    return sets
+
+
 def _missing(name: str, step: Step, requirement: CompiledRequirement, outcome: str, message: str,
-             help_text: str) -> Diagnostic:
-    notes = [f"required by `{requirement.describe()}` in policy `{requirement.policy}`"]
+             help_text: str, notes_first: list[str] | None = None) -> Diagnostic:
+    notes = [*(notes_first or []), f"required by `{requirement.describe()}` in policy `{requirement.policy}`"]
     if outcome != "must":
         notes.append("the rule may apply at run time, depending on values known only then")
     return diagnostic(name, step.id_span, message, labels=[Label(requirement.span, "required here")],

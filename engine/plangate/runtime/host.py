@@ -947,8 +947,8 @@ class Runtime:
 
     def _abort(self, run: str, rollback: bool) -> RunReport:
         view = self.view(run)
-        if view.run_state == "aborted":
-            return self.report(run, view)
+        if view.run_state == "aborted" and not (rollback and self._to_roll_back(view)):
+            return self.report(run, view)  # (an aborted run with steps still to undo: undone now, or again)
         if view.run_state == "aborting":
             return self._finish_abort(run)
         if view.run_state in ENDED and not rollback:
@@ -1263,6 +1263,7 @@ def _fold(view: RunView, record: Record) -> None:
         view.run_state = body["state"]
         if body["state"] == "aborting":
             view.to_roll_back = [name for name in body.get("rollback", []) if isinstance(name, str)]
+            view.rolled_back -= set(view.to_roll_back)  # a rollback that failed or was refused is tried again
     elif step is None:
         return
     elif body.get("rollback") is True:
