@@ -45,6 +45,21 @@ def test_an_int_argument_guarded_too_loosely_may_be_denied():
     assert "`g.result.n` = -" in found[0].message and "." not in found[0].message.split("= ")[1]
 
 
+def test_a_deny_that_may_fire_on_an_untyped_argument_says_a_value_of_another_type_slips_past():
+    """A failing rule does not fire (as in CEL policy engines), so a string `amount` passes
+    `args.amount > 500.0` at run time; where the catalogue gives the argument no type, the warning
+    says so and how to close it. With `args` declared, it does not (such a call is refused)."""
+    untyped = """policy p { tool pay.refund { risk read_only } tool t.get { risk read_only }
+      deny "cap" when call.tool == "pay.refund" && args.amount > 500.0 }"""
+    plan = "plan p { step g { call t.get() } step r { call pay.refund(amount: g.result.amount) } }"
+    (found,) = diagnostics(plan, untyped)
+    assert found.name == "policy-deny-possible"
+    assert any(note.startswith("the catalogue gives `amount` no type: a value of another type") for note in found.notes)
+    typed = untyped.replace("tool pay.refund { risk read_only }", "tool pay.refund { risk read_only args { amount: double } }")
+    (found,) = diagnostics(plan, typed)
+    assert found.name == "policy-deny-possible" and not any("no type" in note for note in found.notes)
+
+
 def test_a_double_witness_shows_as_a_double_everywhere():
     found = diagnostics("plan p { step g { call t.get() } step a { call t.d(x: g.result.x) when g.result.x > 0 } }",
                         INT_POLICY)

@@ -62,7 +62,9 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
                         notes=["the runtime evaluates the rule on the concrete arguments before the call"])
                 continue
             if verdict.outcome in ("must", "may"):
-                yield _fired(rule, step.call.span, verdict, f"step `{step.id}`")
+                entry = decisions.facts[step_id].entry
+                untyped = sorted(arguments_read(rule.when)) if entry is None or entry.args is None else []
+                yield _fired(rule, step.call.span, verdict, f"step `{step.id}`", untyped)
 
 
 _MISSING = object()  # a field the step record lacks (a condition reading it errs alike for every step)
@@ -218,7 +220,11 @@ def _decide_condition(evaluator: Any, condition: cel.Expr, scope: dict[str, Any]
     return StaticVerdict("may", possible.witness)
 
 
-def _fired(rule: CompiledRule, span: Any, verdict: StaticVerdict, subject: str) -> Diagnostic:
+def _fired(rule: CompiledRule, span: Any, verdict: StaticVerdict, subject: str,
+           untyped: list[str] | None = None) -> Diagnostic:
+    """The diagnostic of a rule that must or may fire. `untyped`: the arguments the rule reads that
+    the catalogue gives no type for this call, named in a deny that may fire: a value of another
+    type at run time makes the condition fail, and a failing rule does not fire."""
     outcome, witness = verdict.outcome, verdict.witness
     because = [f"because: {rule.because}"] if rule.because else []
     where = [f"rule `{rule.name}` in policy `{rule.policy}`"]
@@ -239,10 +245,14 @@ def _fired(rule: CompiledRule, span: Any, verdict: StaticVerdict, subject: str) 
                           help="change the call so the rule does not apply, or remove the step"
                           if subject.startswith("step") else
                           "change the plan (its budget, id or version) so the rule does not apply")
+    typing = [f"the catalogue gives {', '.join(f'`{name}`' for name in untyped)} no type: a value of another type "
+              f"than the rule expects makes its condition fail at run time, and a rule that fails does not fire "
+              f"(declare the tool's `args` to refuse such a call)"] if untyped else []
     return diagnostic("policy-deny-possible", span,
                       f"deny rule `{rule.name}` may fire for {subject}" + _witness_text(witness),
                       labels=labels, notes=[*because, *where,
-                                            "the runtime decides again on the concrete arguments and blocks the step if it fires"],
+                                            "the runtime decides again on the concrete arguments and blocks the step if it fires",
+                                            *typing],
                       help="constrain the value (a `when` on the step, or a check before it) so the rule cannot fire")
 
 
