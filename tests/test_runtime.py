@@ -894,6 +894,28 @@ def test_an_aborted_run_can_still_be_rolled_back_and_a_failed_rollback_tried_aga
     assert len([call for call in toolbox.calls if call[1].startswith("undo-")]) == 3
 
 
+@pytest.mark.parametrize("version_two", ["changed", "dropped"])
+def test_an_abort_waits_for_an_unknown_call_a_new_version_changed_or_dropped_and_undoes_it(box, version_two):
+    """The call of `w` (version 1) has no recorded answer when version 2 changes or drops it: an
+    abort with rollback waits until it is settled, then undoes it with version 1's rollback."""
+    toolbox, runtime = box
+    step_w = ('  step w { call t.write(name: "%s") risk reversible_write idempotency "w-%s" '
+              'rollback t.write(name: "undo-%s-" + result.name) }\n')
+    step_n = '  step n { call t.send(to: "ops") idempotency "n" approval by role "operator" }\n'
+    run = start_plan(runtime, step_w % ("one", "one", "v1") + step_n)
+    runtime.journal.append(run, "intent", {"tool": "t.write", "args": {"name": "one"}, "idempotency_key": "w-one",
+                                           "attempt": 1}, step="w")  # a crash after the intent
+    second = step_w % ("two", "two", "v2") + step_n if version_two == "changed" else step_n
+    runtime.new_version(run, plan_text(second, version=2), "t.plan")
+    report = runtime.abort(run, rollback=True)
+    assert report.state == "aborting" and report.exit_code == 3  # no hook: it waits for an answer
+    runtime.reconcile(run, "w", True, "ops", {"name": "one"})
+    report = runtime.abort(run, rollback=True)  # (or `resume`): finishes the abort
+    assert report.state == "aborted"
+    assert report.steps["w"]["state"] == "compensated"
+    assert [call[1] for call in toolbox.calls if call[0] == "t.write"] == ["undo-v1-one"]  # never "two"
+
+
 def test_run_with_the_id_of_a_run_of_another_plan_is_refused(box, tmp_path, demo):
     from plangate.runtime.host import RunError
 
@@ -1504,9 +1526,10 @@ def test_an_abort_with_rollback_asks_the_reconcile_hook_about_an_unknown_outcome
 
 
 @pytest.mark.parametrize("happened", [True, False])
-def test_an_unknown_outcome_of_a_changed_call_settled_after_an_abort_is_cancelled(box, happened):
+def test_an_unknown_outcome_of_a_changed_call_settled_after_an_abort_is_never_made_again(box, happened):
     """`w`'s call changed under version 2 while its outcome was unknown; then the run was aborted.
-    Settled afterwards, the new call will never be made: `cancelled`, not `ready`."""
+    Settled afterwards, the new call will never be made (never `ready`): the step stands for the
+    call that happened (`succeeded`, its effect kept), or is `cancelled` if it did not happen."""
     toolbox, runtime = box
     body = '  step w {{ call t.write(name: "{}") risk reversible_write idempotency "w" }}'
     run = start_plan(runtime, body.format("w1"))
@@ -1516,7 +1539,11 @@ def test_an_unknown_outcome_of_a_changed_call_settled_after_an_abort_is_cancelle
     assert runtime.abort(run, rollback=False).steps["w"]["state"] == "outcome_unknown"
     runtime.reconcile(run, "w", happened, "bob", {"name": "w1"} if happened else None)
     report = runtime.advance(run)
-    assert report.state == "aborted" and report.steps["w"]["state"] == "cancelled" and toolbox.calls == []
+    assert report.state == "aborted" and toolbox.calls == []
+    assert report.steps["w"]["state"] == ("succeeded" if happened else "cancelled")
+    if happened:
+        assert report.steps["w"]["reason"] == ("the call of an earlier plan version happened (settled after the run "
+                                               "was aborted); the new call was never made")
 
 
 def test_a_run_recorded_under_the_legacy_policy_hash_is_still_read(box):

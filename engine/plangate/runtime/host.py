@@ -972,23 +972,25 @@ class Runtime:
         held_back = {step_id: state for step_id, (state, _) in view.recheck.items()}
         for step_id, state in {**held_back, **view.states}.items():
             step = self._rollback_step(view, step_id)
-            if ((state == "succeeded" or _own_call_unknown(view, step_id)) and step is not None
+            if ((state == "succeeded" or _call_unknown(view, step_id)) and step is not None
                     and step.rollback is not None and step.call is not None
                     and effective_risk(step, view.policy.match(step.call.tool)) == Risk.reversible_write):
                 found.append(step_id)
         latest = max(view.completed_at.values(), default=0) + 1
-        return sorted(found, key=lambda s: (latest if _own_call_unknown(view, s) else view.completed_at.get(s, 0),
+        return sorted(found, key=lambda s: (latest if _call_unknown(view, s) else view.completed_at.get(s, 0),
                                             position.get(s, -1)), reverse=True)
 
     @staticmethod
     def _unsettled(view: RunView) -> list[str]:
         """The steps an abort is to roll back whose own call's outcome is still unknown: the abort
         waits for them (rolled back if they happened, cancelled if not)."""
-        return [step_id for step_id in view.to_roll_back if _own_call_unknown(view, step_id)]
+        return [step_id for step_id in view.to_roll_back if _call_unknown(view, step_id)]
 
     @staticmethod
     def _rollback_step(view: RunView, step_id: str) -> Step | None:
-        return _step(view.plan, step_id) or view.dropped.get(step_id)
+        """The step as it was when the call to undo was made: as a later version dropped it, as it
+        stood when a call that a later version changed was made, else as the plan has it."""
+        return view.dropped.get(step_id) or view.stale.get(step_id) or _step(view.plan, step_id)
 
     def _require_rollback_tools(self, view: RunView, step_ids: list[str], what: str, nothing_done: str) -> None:
         tools = set()
@@ -1195,11 +1197,10 @@ def _copy_view(view: RunView) -> RunView:
                    approvals={step: list(items) for step, items in view.approvals.items()})
 
 
-def _own_call_unknown(view: RunView, step_id: str) -> bool:
-    """Whether the step's own call (of this plan version: not a stale one, not a rollback) may
-    have happened with no answer recorded."""
-    return (view.states.get(step_id) == "outcome_unknown" and step_id in view.open_intents
-            and step_id not in view.stale)
+def _call_unknown(view: RunView, step_id: str) -> bool:
+    """Whether a call of the step (not its rollback; of this plan version, or of an earlier one
+    that a new version changed or dropped: `stale`) may have happened with no answer recorded."""
+    return view.states.get(step_id) == "outcome_unknown" and step_id in view.open_intents
 
 
 def _require_text(plan_text: object, plan_file: object) -> None:
@@ -1290,13 +1291,17 @@ def _fold(view: RunView, record: Record) -> None:
             view.settled_by[step] = body["settled_by"]
         if step in view.stale:  # an earlier version's call happened: settled, not this version's call
             made_under = view.stale.pop(step)
-            if _step(view.plan, step) is not None:
+            if _step(view.plan, step) is not None and view.run_state in ABORTED:
+                # its new call will never be made: the step stands for the call that was, which an
+                # abort with rollback undoes as that version wrote its rollback
+                if made_under is not None:
+                    view.dropped[step] = made_under
+                view.states[step] = "succeeded"
+                view.reasons[step] = ("the call of an earlier plan version happened (settled after the run was "
+                                      "aborted); the new call was never made")
+            elif _step(view.plan, step) is not None:
                 _supersede(view, step, made_under, "a later plan version changed its call while its outcome was unknown")
                 _forget(view, step)
-                if view.run_state in ABORTED:  # its new call will never be made
-                    view.states[step] = "cancelled"
-                    view.reasons[step] = ("the call of an earlier plan version happened (settled after the run "
-                                          "was aborted); the new call was never made")
             else:
                 view.states[step] = "succeeded"
                 view.reasons[step] = "its call happened; the step is no longer in the plan"
