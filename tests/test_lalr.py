@@ -244,6 +244,12 @@ def test_broken_items_on_one_line_are_each_reported(text, count):
     ('policy z { require check when step.risk >= reversible_write unknown_tools deny '
      'deny "d" when args.x in (1, ) require approval when (step.id == "check") by role "o" tool x.y { cost <= } }',
      [106, 184]),
+    # item keywords as names: a step id, an `after` target, a key of `step`
+    ("plan p {\n step build { call t.r() }\n step test after build { call t.r( }\n step c after build { call t.r() }\n}",
+     [72]),
+    ("plan p { step version { call t.r( } step b { call t.r() } }", [35]),
+    ("plan p { step a after b, test { call t.r( } step c { call t.r() } }", [43]),
+    ('policy q { deny "d" when step["risk"] == 1 && args.n == 2 || warn "w" when true }', [67]),
 ])
 def test_one_broken_clause_on_a_line_is_one_error(text, columns):
     """Every item keyword standing in a plan or policy starts an item, wherever its line begins: an

@@ -51,11 +51,13 @@ def test_a_deny_that_may_fire_on_an_untyped_argument_says_a_value_of_another_typ
     says so and how to close it. With `args` declared, it does not (such a call is refused)."""
     untyped = """policy p { tool pay.refund { risk read_only } tool t.get { risk read_only }
       deny "cap" when call.tool == "pay.refund" && args.amount > 500.0 }"""
-    plan = "plan p { step g { call t.get() } step r { call pay.refund(amount: g.result.amount) } }"
-    (found,) = diagnostics(plan, untyped)
+    plan = 'plan p { step g { call t.get() } step r { call pay.refund(env: "prod", amount: g.result.amount) } }'
+    (found,) = diagnostics(plan, untyped.replace("args.amount > 500.0", 'args.amount > 500.0 && args.env == "prod"'))
     assert found.name == "policy-deny-possible"
-    assert any(note.startswith("the catalogue gives `amount` no type: a value of another type") for note in found.notes)
-    typed = untyped.replace("tool pay.refund { risk read_only }", "tool pay.refund { risk read_only args { amount: double } }")
+    assert any(note.startswith("the catalogue gives `amount` no type: a value of another type")  # not `env`: a
+               for note in found.notes)                                                          # constant string
+    typed = untyped.replace("tool pay.refund { risk read_only }",
+                            "tool pay.refund { risk read_only args { amount: double, env: string } }")
     (found,) = diagnostics(plan, typed)
     assert found.name == "policy-deny-possible" and not any("no type" in note for note in found.notes)
 

@@ -632,6 +632,10 @@ def test_clauses_for_one_role_merge_in_the_check_as_in_the_run(tmp_path):
     assert runtime.advance(run).state == "paused"  # one approver of two
     runtime.approve(run, "act", "bob", "operator")
     assert runtime.advance(run).state == "succeeded"
+    # A clause without `within` takes the policy's: merged with a longer one, nothing is too long.
+    unbounded = PLAN.replace('by role "operator" }', 'by 2 of role "operator" approval by role "operator" within 40m }')
+    found = check_sources([SourceFile("p.plan", unbounded)], [SourceFile("p.policy", policy)]).diagnostics
+    assert not [d for d in found if d.name.startswith("approval")], [d.message for d in found]
     # Merged, the clauses still fall short where each does: one approver too few, or too long a life.
     for short, message in [('by role "operator" within 20m approval by role "operator" within 25m }',
                             "asks for 1 approver of role `operator`, but 2 are required"),
@@ -750,3 +754,20 @@ def test_a_call_still_in_flight_in_this_process_is_never_settled_or_repeated_her
 
 def kinds_of(runtime: Runtime, run: str, kind: str) -> list:
     return [record for record in runtime.journal.records(run) if record.kind == kind]
+
+
+def test_a_check_whose_condition_differs_only_in_the_sign_of_a_zero_may_be_skipped():
+    """`x / 0.0 > 0.0` and `x / -0.0 > 0.0` read alike as syntax trees (-0.0 == 0.0) but not at run
+    time (one is +inf, the other -inf): the check's condition is another one, so it may be skipped."""
+    policy = "policy p { tool ops.write { risk reversible_write } tool ops.read { risk read_only } " \
+             "require check when step.risk >= reversible_write }"
+    plan = """plan p {
+      step look { call ops.read() }
+      step w { when look.result.n / 0.0 > 0.0  call ops.write() idempotency "w" }
+      check c after w { when look.result.n / -0.0 > 0.0  call ops.read() }
+    }"""
+    found = check_sources([SourceFile("p.plan", plan)], [SourceFile("p.policy", policy)]).diagnostics
+    assert [d.name for d in found if d.severity.value == "error"] == ["check-missing"]
+    same = plan.replace("/ -0.0", "/ 0.0")
+    found = check_sources([SourceFile("p.plan", same)], [SourceFile("p.policy", policy)]).diagnostics
+    assert [d.name for d in found if d.severity.value == "error"] == []

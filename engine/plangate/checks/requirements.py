@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from plangate.cel import ast as cel
-from plangate.cel.ast import Expr
 from plangate.cel.evaluate import constant_when
 from plangate.checks.context import PlanContext
 from plangate.diagnostics import Diagnostic, Label, diagnostic
@@ -109,7 +108,7 @@ def _verifiers(ctx: PlanContext) -> tuple[dict[str, list[str]], dict[str, list[t
     its own `when` and those of the steps whose results it uses, transitively (a skipped step's
     users are skipped; `after` only orders) — so it verifies a step on each of that step's runs
     when every guard it has beyond the step's own guards has the same condition as one of them
-    (the same expression over the same results: the same value on every run). A condition
+    (the same canonical text over the same results: the same value on every run). A condition
     implied without being the same one is not recognised: the check then counts as skippable."""
     checked_by: dict[str, list[str]] = {}
     skippable: dict[str, list[tuple[str, str]]] = {}
@@ -119,22 +118,24 @@ def _verifiers(ctx: PlanContext) -> tuple[dict[str, list[str]], dict[str, list[t
         if step.kind != "check" or step.id in never or (step.when is not None and never_true(step.when)):
             continue
         for source in ctx.graph.predecessors(step.id):
-            conditions = {_when_of(ctx, guard) for guard in guards.get(source, ())}
-            extra = [guard for guard in guards.get(step.id, ()) if _when_of(ctx, guard) not in conditions]
+            conditions = {_condition(ctx, guard) for guard in guards.get(source, ())}
+            extra = [guard for guard in guards.get(step.id, ()) if _condition(ctx, guard) not in conditions]
             if not extra:
                 checked_by.setdefault(source, []).append(step.id)
                 continue
             guard = min(extra)
-            when = cel.to_source(_when_of(ctx, guard))
             skippable.setdefault(source, []).append(
-                (step.id, f"`{when}` holds" + ("" if guard == step.id else f" (the `when` of `{guard}`, whose result it uses)")))
+                (step.id, f"`{_condition(ctx, guard)}` holds"
+                          + ("" if guard == step.id else f" (the `when` of `{guard}`, whose result it depends on)")))
     return checked_by, skippable
 
 
-def _when_of(ctx: PlanContext, step_id: str) -> Expr:
+def _condition(ctx: PlanContext, step_id: str) -> str:
+    """The `when` of a conditional step as canonical text: two conditions are the same when their
+    texts are (the syntax tree's equality would take `-0.0` for `0.0`)."""
     when = ctx.graph.steps[step_id].when
     assert when is not None
-    return when
+    return cel.to_source(when)
 
 
 def _guard_sets(ctx: PlanContext) -> dict[str, frozenset[str]]:
@@ -212,7 +213,8 @@ def _approvals(step: Step, requirements: list[tuple[CompiledRequirement, str]]) 
                              labels=labels, notes=notes, help=f"write `approval by {wanted}`")
         shortest = min((spec.within for spec in same_role if spec.within is not None),
                        key=lambda within: within.seconds, default=None)
-        if shortest is not None and need.within is not None and shortest.seconds > need.within:
+        unbounded = any(spec.within is None for spec in same_role)  # takes the policy's: never longer
+        if shortest is not None and not unbounded and need.within is not None and shortest.seconds > need.within:
             yield diagnostic("approval-insufficient", shortest.span,
                              f"step `{step.id}` lets an approval by role `{need.role}` last {shortest.text}, "
                              f"longer than the {format_seconds(need.within)} required",

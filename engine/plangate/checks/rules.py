@@ -32,6 +32,7 @@ from plangate.policy.decide import StaticVerdict, evaluator_for
 from plangate.policy.facts import (STEP_FIELDS, StepFacts, arguments_read, plan_facts, plan_record, rename_steps,
                                    rule_activation, step_key, symbolic)
 from plangate.policy.relevance import ToolFilter, condition_shape
+from plangate.smt.encode import Unknown
 
 _STEP_NAMES = {"step", "call", "args"}
 
@@ -62,8 +63,9 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
                         notes=["the runtime evaluates the rule on the concrete arguments before the call"])
                 continue
             if verdict.outcome in ("must", "may"):
-                entry = decisions.facts[step_id].entry
-                untyped = sorted(arguments_read(rule.when)) if entry is None or entry.args is None else []
+                facts = decisions.facts[step_id]
+                untyped = sorted(name for name in arguments_read(rule.when) if isinstance(facts.args.get(name), Unknown)) \
+                    if facts.entry is None or facts.entry.args is None else []  # values the run computes
                 yield _fired(rule, step.call.span, verdict, f"step `{step.id}`", untyped)
 
 
@@ -202,8 +204,6 @@ def _decide_condition(evaluator: Any, condition: cel.Expr, scope: dict[str, Any]
         return alone  # a rule that cannot fire on any call cannot fire on the runs where the step runs
     if alone.outcome == "must" and isinstance(evaluator.holds(condition, scope), bool):
         return alone  # decided on known values: it holds on every run, so on those where the step runs
-    from plangate.smt.decide import Unknown
-
     steps = {node.name for node in cel.walk(when) if isinstance(node, cel.Ident) and node.name in ctx.graph.steps}
     for name in steps:  # the steps whose results the condition reads, and no others, by `step_key`
         scope.setdefault(step_key(name), {"result": Unknown(f"{name}.result", "dyn")})

@@ -50,12 +50,11 @@ MAX_SYNTAX_ERRORS = 12
 _OPENERS = {"LBRACE": 1, "LPAR": 1, "LSQB": 1, "RBRACE": -1, "RPAR": -1, "RSQB": -1}
 _OPERANDS = ("NAME", "NUMBER", "UINT", "HEX", "STRING", "SQ_STRING", "TRUE", "FALSE", "NULL")
 
-# Lines that begin an independent item: the unit that recovery blanks out.
-_ITEM_START = re.compile(
-    r"(?:^|(?<=\r))[ \t]*(?:step|check|budget|tool|require|deny|warn|limit|test|unknown_tools|plan|policy|"
-    r"objective|non_goal|scope|success|constraint|decision|version)\b",
-    re.MULTILINE,
-)
+# The keywords that begin an independent item of a plan or policy: the unit that recovery blanks out.
+_ITEM_KEYWORDS = ("step", "check", "budget", "tool", "require", "deny", "warn", "limit", "test", "unknown_tools",
+                  "objective", "non_goal", "scope", "success", "constraint", "decision", "version")
+# Lines that begin an item (a plan or policy included).
+_ITEM_START = re.compile(r"(?:^|(?<=\r))[ \t]*(?:" + "|".join(_ITEM_KEYWORDS + ("plan", "policy")) + r")\b", re.MULTILINE)
 
 # The order in which clause keywords are offered as examples in "expected a clause such as …".
 _CLAUSE_ORDER = ("call", "risk", "after", "cost", "time", "retry", "expect", "idempotency", "rollback",
@@ -80,15 +79,16 @@ _UNIT_WORDS = {"ms": "ms", "s": "s", "sec": "s", "second": "s", "m": "m", "min":
                "h": "h", "hr": "h", "hour": "h", "d": "d", "day": "d"}
 _NUMBER_BEFORE = re.compile(r"(?<![A-Za-z0-9_.])([0-9]+(?:\.[0-9]+)?)[ \t]*\Z")
 _ARGUMENT_NAME_AFTER = re.compile(r"[ \t]*:(?!:)")
-_ITEM_KEYWORDS = frozenset(("step", "check", "budget", "tool", "require", "deny", "warn", "limit", "test",
-                            "unknown_tools", "objective", "non_goal", "scope", "success", "constraint",
-                            "decision", "version"))
-_ITEM_PREFIXES = frozenset(("require", "unknown_tools", "expect"))  # `require check`, `unknown_tools deny`
-_KEYWORD_AFTER_BRACE = re.compile(r"[ \t]*(" + "|".join(sorted(_ITEM_KEYWORDS)) + r")\b")
-_DOT_AFTER = re.compile(r"[ \t]*\.")
+# Words after which an item keyword names something, or is part of the item: `step test`, `after
+# check`, `require check`, `unknown_tools deny`.
+_NAMING_WORDS = frozenset(("step", "check", "after", "require", "unknown_tools"))
+_KEYWORD_AFTER_BRACE = re.compile(r"[ \t]*(" + "|".join(_ITEM_KEYWORDS) + r")\b")
+_SELECTED_AFTER = re.compile(r"\s*[.\[:(]")  # `step.risk`, `step["risk"]`, `{test: …}`, `test(…)`
 _ARGUMENT_NAME_BEFORE = re.compile(r"[(,]\s*[A-Za-z_][A-Za-z0-9_]*\s*\Z")
 _BRACES = re.compile(r'"[^"\\\n]*(?:\\.[^"\\\n]*)*"|\'[^\'\\\n]*(?:\\.[^\'\\\n]*)*\'|#[^\r\n]*|[{}]')
-_ITEM_SCAN = re.compile(_BRACES.pattern + r"|[()\[\]]|(?P<word>[A-Za-z_][A-Za-z0-9_]*)")
+_ITEM_SCAN = re.compile(_BRACES.pattern + r"|(?P<bracket>[()\[\]])|(?P<word>[A-Za-z_][A-Za-z0-9_]*)"
+                        r"|(?P<number>[0-9][A-Za-z0-9_.]*)|(?P<operator>[^\sA-Za-z0-9_])")
+_ITEM_KEYWORD_SET = frozenset(_ITEM_KEYWORDS)
 
 _EXAMPLES: dict[str, list[str]] = {
     "missing-comma": [
@@ -289,6 +289,8 @@ def _parse_with_recovery(parser: _Parser, source: SourceFile) -> ParseResult:
                 return ParseResult(None, errors + lowering_diagnostics)
             return ParseResult(document, lowering_diagnostics)
         error = outcome.error
+        if any(seen.span == error.span and seen.message == error.message for seen in errors):
+            return ParseResult(None, errors)  # blanking changed nothing the parse reads: said once
         errors.append(error)
         if not outcome.recoverable or len(errors) >= MAX_SYNTAX_ERRORS:
             return ParseResult(None, errors)
@@ -363,31 +365,35 @@ def _blank_item(text: str, offset: int) -> str | None:
 def _starts_mid_line(text: str) -> list[int]:
     """Item starts in the middle of a line, as in `plan p { budget { … } step a { … } }`: an item's
     keyword (not inside a string or a comment) right after a brace, or standing directly in a plan
-    or policy (brace depth 1, outside brackets) where it is no part of an expression (`step.risk`)
-    or of another item (`require check`, `unknown_tools deny`). Counting depth keeps a word of a
-    clause's value from being taken for a new item; a brace left unclosed by the error itself
-    throws the count off, which the keywords right after a brace and the line starts make up for."""
+    or policy (brace depth 1, outside brackets) after the end of a clause — a brace, a string, a
+    number or a word — rather than as a name or part of an expression: not after `step`, `check`,
+    `after`, `require` or `unknown_tools` (`step test`, `after check`, `require check`), not after
+    an operator, a comma or an opening bracket (`args.n == tool`, `after a, test`), not before
+    `.`, `[`, `:` or `(`
+    (`step.risk`, `step["risk"]`). Counting depth keeps a word of a clause's value from being taken
+    for a new item; a brace left unclosed by the error itself throws the count off, which the
+    keywords right after a brace and the line starts make up for."""
     found = []
     braces = brackets = 0
-    previous = ""
+    previous = ""  # the last lexeme: a word itself, else its kind ("string", "number", "operator"…)
     for match in _ITEM_SCAN.finditer(text):
-        lexeme = match.group()
-        if lexeme in "{}":
+        lexeme, kind = match.group(), match.lastgroup
+        if lexeme[0] == "#":
+            continue
+        if lexeme in ("{", "}"):
             braces += 1 if lexeme == "{" else -1
             follows = _KEYWORD_AFTER_BRACE.match(text, match.end())
-            if follows is not None:
+            if follows is not None and not _SELECTED_AFTER.match(text, follows.end()):
                 found.append(follows.start(1))
-        elif lexeme in "([":
-            brackets += 1
-        elif lexeme in ")]":
-            brackets = max(0, brackets - 1)
-        elif match.lastgroup == "word":
-            if (braces == 1 and brackets == 0 and lexeme in _ITEM_KEYWORDS and previous not in _ITEM_PREFIXES
-                    and text[match.start() - 1:match.start()] != "." and not _DOT_AFTER.match(text, match.end())):
-                found.append(match.start())
             previous = lexeme
             continue
-        previous = ""
+        if kind == "bracket":
+            brackets = brackets + 1 if lexeme in "([" else max(0, brackets - 1)
+        elif (kind == "word" and lexeme in _ITEM_KEYWORD_SET and braces == 1 and brackets == 0
+              and previous not in _NAMING_WORDS and previous != "operator"
+              and not _SELECTED_AFTER.match(text, match.end())):
+            found.append(match.start())
+        previous = lexeme if kind == "word" else "operator" if lexeme in ("(", "[") else (kind or "string")
     return found
 
 
