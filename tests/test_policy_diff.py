@@ -350,6 +350,12 @@ def test_an_edit_that_explains_no_witness_stays_rewritten_beside_one_that_does(t
     assert sorted(subjects(report)) == [("changed", "deny n"), ("loosened", "allowed calls"), ("rewritten", "tool db.q")]
     code, report, _ = diff(tmp_path, capsys, policy(tools), policy(schema.replace("n: int?", "n: int")))
     assert ("changed", "tool db.q") in subjects(report)  # a required argument: old calls are refused
+    # Past the witnesses sought per tool, an edit may explain one not shown: every edit counts.
+    tool = "tool t.x { risk read_only args { n: int } }\n"
+    rules = "".join(f'deny "r{k}" when args.n == {k}\n' for k in range(1, 6))
+    code, report, _ = diff(tmp_path, capsys, policy(tool + rules), policy(tool))
+    assert sorted(change["subject"] for change in report["changes"] if change["kind"] == "changed") == [
+        f"deny r{k}" for k in range(1, 6)]
 
 
 def test_a_difference_the_solver_cannot_decide_counts(tmp_path, capsys):

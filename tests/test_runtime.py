@@ -916,6 +916,79 @@ def test_an_abort_waits_for_an_unknown_call_a_new_version_changed_or_dropped_and
     assert [call[1] for call in toolbox.calls if call[0] == "t.write"] == ["undo-v1-one"]  # never "two"
 
 
+def test_a_call_changed_back_to_an_earlier_one_is_that_effect_and_is_undone_once(box):
+    """v1 writes "one", v2 "two", v3 "one" again: v3's call has v1's key, so an idempotent tool
+    gives back v1's effect — `w@1` is `w`'s own again, and each of the two effects is undone once."""
+    toolbox, runtime = box
+    body = ('  step w {{ call t.write(name: "{}") risk reversible_write rollback t.write(name: "undo-" + result.name) }}\n'
+            '  step n after w {{ call t.send(to: "ops") idempotency "n" approval by role "operator" }}\n')
+    run = start_plan(runtime, body.format("one"))
+    for version, name in ((2, "two"), (3, "one")):
+        runtime.advance(run)
+        runtime.new_version(run, plan_text(body.format(name), version=version), "t.plan")
+    report = runtime.advance(run)
+    assert sorted(step for step in report.steps if "@" in step) == ["w@2"]
+    keys = [call[2] for call in toolbox.calls if call[0] == "t.write"]
+    assert keys[0] == keys[2] != keys[1]  # "one" twice, with one key: one effect
+    report = runtime.abort(run, rollback=True)
+    undone = sorted(call[1] for call in toolbox.calls if call[1].startswith("undo-"))
+    assert undone == ["undo-one", "undo-two"]
+
+
+def test_an_earlier_effect_is_undone_with_the_results_and_the_rollback_its_call_was_made_with(box):
+    """`w` reads `g`; v2 makes `g` read another key, so `w`'s call changes while its text does not,
+    and v2 also rewrites its rollback. `w@1` is undone as v1 wrote the rollback, with the `g` that
+    v1's call saw; `w` with v2's."""
+    toolbox, runtime = box
+    toolbox.values.update({"g1": 1, "g2": 2})
+    body = """
+  step g {{ call t.read(key: "{key}") }}
+  step w {{ call t.write(name: "w-" + string(g.result.value)) risk reversible_write idempotency "w-" + string(g.result.value)
+           rollback t.write(name: "{undo}-" + result.name + "-" + string(g.result.value)) }}
+  step n {{ call t.send(to: "ops") idempotency "n" approval by role "operator" }}
+"""
+    run = start_plan(runtime, body.format(key="g1", undo="undo"))
+    runtime.advance(run)
+    runtime.new_version(run, plan_text(body.format(key="g2", undo="v2undo"), version=2), "t.plan")
+    report = runtime.advance(run)
+    assert report.steps["w@1"]["state"] == "succeeded"
+    runtime.abort(run, rollback=True)
+    assert [call[1] for call in toolbox.calls if "undo" in call[1]] == ["v2undo-w-2-2", "undo-w-1-1"]
+
+
+def test_an_abort_undoes_a_step_held_back_by_a_new_version_and_one_whose_expect_was_not_evaluated(box, monkeypatch):
+    """A completed step held back for a recheck (what it reads runs again) stands for the call it
+    made: an abort undoes it rather than cancel it. So does a step whose call returned (its result
+    journaled) when the process died before its `expect` was evaluated."""
+    toolbox, runtime = box
+    toolbox.values.update({"g1": 1, "g2": 2})
+    body = """
+  step g {{ call t.read(key: "{key}") {approval} }}
+  step w {{ call t.write(name: "w-" + string(g.result.value)) risk reversible_write idempotency "w"
+           rollback t.write(name: "undo-" + result.name) }}
+  step n {{ call t.send(to: "ops") idempotency "n" approval by role "operator" }}
+"""
+    run = start_plan(runtime, body.format(key="g1", approval=""))
+    runtime.advance(run)
+    runtime.new_version(run, plan_text(body.format(key="g2", approval='approval by role "operator"'), version=2), "t.plan")
+    assert "w" in runtime.advance(run).steps and "w" in runtime.view(run).recheck  # `g` waits: `w` is held back
+    report = runtime.abort(run, rollback=True)
+    assert report.steps["w"]["state"] == "compensated"
+    assert [call[1] for call in toolbox.calls if call[1].startswith("undo-")] == ["undo-w-1"]
+
+    faults: list[str] = []
+    monkeypatch.setattr(runtime, "fault", lambda step, boundary: faults.append(f"{step}:{boundary}")
+                        if (step, boundary) != ("w", "after_result") else (_ for _ in ()).throw(KeyboardInterrupt))
+    again = start_plan(runtime, body.format(key="g1", approval=""))
+    with pytest.raises(KeyboardInterrupt):  # the process "dies" once `w`'s result is journaled
+        runtime.advance(again)
+    assert runtime.view(again).states["w"] == "verifying"
+    report = runtime.abort(again, rollback=True)
+    assert report.steps["w"]["state"] == "compensated"
+    assert "its call returned; the run was aborted before its `expect` was evaluated" in [
+        r.body.get("reason") for r in runtime.journal.records(again) if r.kind == "state"]
+
+
 def test_run_with_the_id_of_a_run_of_another_plan_is_refused(box, tmp_path, demo):
     from plangate.runtime.host import RunError
 

@@ -117,21 +117,24 @@ class AllowDifferences:
     """What the allow comparison found: whether any call is decided differently (or could not be
     decided), and, on its witnesses, the reasons to deny that one policy gives and the other does
     not — per tool class, `catalogue`, `arguments` or `denied by `RULE``. An edit explains a
-    difference when its reason is among them; where some difference could not be decided, any edit
-    may explain it."""
+    difference when its reason is among them; where some difference could not be decided, or the
+    witnesses may not show every reason (`undecided`), any edit may explain one."""
 
     found: bool = False
     undecided: bool = False
     reasons: set[tuple[str, str]] = field(default_factory=set)  # (tool class label, reason kind)
 
-    def explained_by(self, reason: str, label: str | None = None) -> bool:
-        return self.undecided or any(kind == reason and label in (None, where) for where, kind in self.reasons)
+    def explained_by(self, reason: str, tool_class: str | None = None) -> bool:
+        """Whether an edit that gives `reason` (for the tools of `tool_class`, or of any) may explain a difference."""
+        if self.undecided:
+            return True
+        return any(kind == reason and (tool_class is None or tool_class == label) for label, kind in self.reasons)
 
-    def remark(self, explained: bool, same: str) -> str:
-        """What to add to an edit's text: `same` when nothing is allowed differently, else a word
-        on an edit that explains none of the differences."""
+    def remark(self, explained: bool, when_nothing_differs: str) -> str:
+        """What to add to an edit's text: `when_nothing_differs` when nothing is allowed
+        differently, else a word on an edit that explains none of the differences."""
         if not self.found:
-            return same
+            return when_nothing_differs
         return "" if explained else " (none of the differences in allowed calls comes from it)"
 
 
@@ -959,9 +962,15 @@ def _allow_changes(results: dict[Question, list[Finding]], changes: list[Change]
         what = "NEW allows a call that OLD denies" if direction == "loosened" else "NEW denies a call that OLD allows"
         witnesses = [f for f in findings if f.status == "witness"]
         differences.undecided = differences.undecided or len(witnesses) < len(findings)
+        per_class: dict[str, int] = {}
         for finding in witnesses:
             kinds = [{_reason_kind(reason) for reason in finding.decisions[side].reasons} for side in SIDES]
             differences.reasons.update((finding.tool_class.label, kind) for kind in kinds[0] ^ kinds[1])
+            per_class[finding.tool_class.label] = per_class.get(finding.tool_class.label, 0) + 1
+            # The search for more witnesses stops at a reason it cannot exclude (the catalogue) or
+            # after `MAX_REASONS`: other reasons may hide behind them, so any edit may explain one.
+            if "catalogue" in kinds[0] | kinds[1] or per_class[finding.tool_class.label] >= MAX_REASONS:
+                differences.undecided = True
 
         def key(finding: Finding) -> tuple[str, ...]:
             return tuple(sorted(_reason_kind(reason) for reason in finding.decisions[denying].reasons)) + (str(finding.confirmed),)

@@ -111,8 +111,9 @@ BAD = frozenset({"failed", "blocked", "cancelled", "compensated"})
 ABORTED = frozenset({"aborting", "aborted"})  # run states after which no step's own call is made
 BOUNDARIES = ("before_intent", "after_intent", "after_call", "after_result")
 HOOK = "reconcile hook"  # who settled an unknown outcome when the tool's hook did
-# How long, at least, a run with nothing else to start waits for calls that timed out and still hold
-# every worker `limit concurrency` allows (their step's time bound, if longer), before it pauses.
+# How long, at least, a run waits for calls that timed out and still hold every worker `limit
+# concurrency` allows, while a step is ready to start (their step's time bound, if longer), before
+# it pauses.
 ABANDONED_WAIT = 10
 # What a `plan_version` record holds back (`_hold_back_followers`): completed steps after one that
 # runs again, also through `after`; since this version, also a call of an earlier version whose
@@ -158,8 +159,14 @@ class RunView:
     # Completed steps that a later plan version dropped: the step as it was, for its rollback.
     dropped: dict[str, Step] = field(default_factory=dict)
     # The effects of calls that a later plan version changed, each kept under its own id (`b@1`,
-    # `b@2`…: no plan step can be named so) as a dropped step is, for its rollback on abort.
+    # `b@2`…: no plan step can be named so) as a dropped step is, for its rollback on abort. An id
+    # stays here once made (numbering never reuses one), even when its effect proves to be the
+    # step's own again (`_fold`'s `result`).
     superseded: set[str] = field(default_factory=set)
+    # Per completed step with a `rollback`: the step as its call was made, the results of the steps
+    # it reads at that moment, and the call's idempotency key — what its rollback is computed from,
+    # whatever later versions change, and which effect it is.
+    made: dict[str, tuple[Step, dict[str, Any], str | None]] = field(default_factory=dict)
     # Completed steps whose call reads the result of a step that a later plan version runs again:
     # their state and reason, held back until their call can be computed anew (`_prepare`).
     recheck: dict[str, tuple[str, str | None]] = field(default_factory=dict)
@@ -233,8 +240,8 @@ class Runtime:
         # with its step and how long a run waits for it when nothing else can start: such a call
         # still takes a worker under `limit concurrency` and may still take effect, so its step's
         # outcome is not settled while it runs (`_abandon`; emptied from the calls' own threads).
-        self._in_flight: dict[str, dict[Future, tuple[str, float]]] = {}
-        self._in_flight_mutex = threading.Lock()
+        self._abandoned_calls: dict[str, dict[Future, tuple[str, float]]] = {}
+        self._abandoned_mutex = threading.Lock()
 
     @contextmanager
     def hold(self, run: str) -> Iterator[None]:
@@ -385,8 +392,9 @@ class Runtime:
         limit = view.policy.limit("concurrency")
         # The policy's limit, which calls that timed out and still run count against; without one,
         # every ready step may run (the static time bound assumes so).
-        limited = limit is not None and bool(limit.count)
-        workers = limit.count if limited else max(1, min(len(view.plan.steps), DEFAULT_WORKERS))  # type: ignore[union-attr]
+        allowed = limit.count if limit is not None else None
+        limited = bool(allowed)
+        workers = allowed if allowed else max(1, min(len(view.plan.steps), DEFAULT_WORKERS))
         pool = ThreadPoolExecutor(max_workers=workers)
         running: dict[Future, tuple[str, dict[str, Any], float]] = {}  # call → (step, intent, deadline)
         left_behind = 0
@@ -446,26 +454,26 @@ class Runtime:
 
     def _abandoned(self, run: str) -> dict[Future, tuple[str, float]]:
         """The calls of `run` that this process abandoned past their timeout and that still run."""
-        with self._in_flight_mutex:
-            return {future: entry for future, entry in self._in_flight.get(run, {}).items() if not future.done()}
+        with self._abandoned_mutex:
+            return {future: entry for future, entry in self._abandoned_calls.get(run, {}).items() if not future.done()}
 
-    def _in_flight_steps(self, run: str) -> set[str]:
+    def _abandoned_steps(self, run: str) -> set[str]:
         return {step_id for step_id, _ in self._abandoned(run).values()}
 
     def _abandon(self, run: str, step_id: str, future: Future, bound: int) -> None:
         """Keep an abandoned call on the books until it returns: it holds a worker, and the run,
-        until then (a run with nothing else to start waits `bound` more seconds, at least
-        `ABANDONED_WAIT`, for it); then its thread takes it off."""
+        until then (a run whose ready steps find no free worker waits `bound` more seconds, at
+        least `ABANDONED_WAIT`, for it); then its thread takes it off."""
         release_lock = self._locks.pin(run)
-        with self._in_flight_mutex:
-            self._in_flight.setdefault(run, {})[future] = (step_id, time.monotonic() + max(bound, ABANDONED_WAIT))
+        with self._abandoned_mutex:
+            self._abandoned_calls.setdefault(run, {})[future] = (step_id, time.monotonic() + max(bound, ABANDONED_WAIT))
 
         def returned(_done: Future) -> None:
-            with self._in_flight_mutex:
-                calls = self._in_flight.get(run, {})
+            with self._abandoned_mutex:
+                calls = self._abandoned_calls.get(run, {})
                 calls.pop(future, None)
                 if not calls:
-                    self._in_flight.pop(run, None)
+                    self._abandoned_calls.pop(run, None)
             release_lock()
         future.add_done_callback(returned)
 
@@ -491,7 +499,7 @@ class Runtime:
         now = time.monotonic()
         abandoned = 0
         for future, (step_id, call, deadline) in list(running.items()):
-            if now < deadline:
+            if now < deadline or future.done():  # (one that answered meanwhile is finished by the next wait)
                 continue
             del running[future]
             view = self.view(run)
@@ -512,7 +520,7 @@ class Runtime:
     def _reconcile_unknown(self, view: RunView, only: list[str] | None = None) -> None:
         """Mark each call with no recorded answer `outcome_unknown` and ask its tool's reconcile hook
         (every open call, or those of the steps `only`)."""
-        still_running = self._in_flight_steps(view.run)
+        still_running = self._abandoned_steps(view.run)
         for step_id, intent in list(view.open_intents.items()):
             if only is not None and step_id not in only:
                 continue
@@ -921,7 +929,7 @@ class Runtime:
         if not by:
             raise RunError("settling an outcome needs the name of who settles it (`--as NAME`), not blanks")
         view = self.view(run)
-        if step_id in self._in_flight_steps(run):
+        if step_id in self._abandoned_steps(run):
             raise RunError(f"the call of step `{step_id}` timed out and is still running in this process: "
                            "it may still take effect; settle it once it returns")
         if view.states.get(step_id) != "outcome_unknown":
@@ -947,14 +955,14 @@ class Runtime:
 
     def _abort(self, run: str, rollback: bool) -> RunReport:
         view = self.view(run)
-        if view.run_state == "aborted" and not (rollback and self._to_roll_back(view)):
-            return self.report(run, view)  # (an aborted run with steps still to undo: undone now, or again)
         if view.run_state == "aborting":
             return self._finish_abort(run)
+        undo = self._to_roll_back(view) if rollback else []
+        if view.run_state == "aborted" and not undo:
+            return self.report(run, view)  # (an aborted run with steps still to undo: undone now, or again)
         if view.run_state in ENDED and not rollback:
             raise RunError(f"run `{run}` has ended ({view.run_state}): there is nothing to abort "
                            "(`--rollback` undoes its reversible steps)")
-        undo = self._to_roll_back(view) if rollback else []
         self._require_rollback_tools(view, undo, "could not roll back", "nothing was done")
         # The decision first: whatever happens from here on, the run is being aborted, and a resume
         # only finishes the abort (its rollbacks), never a step's own call.
@@ -972,7 +980,7 @@ class Runtime:
         held_back = {step_id: state for step_id, (state, _) in view.recheck.items()}
         for step_id, state in {**held_back, **view.states}.items():
             step = self._rollback_step(view, step_id)
-            if ((state == "succeeded" or _call_unknown(view, step_id)) and step is not None
+            if ((state in ("succeeded", "verifying") or _call_unknown(view, step_id)) and step is not None
                     and step.rollback is not None and step.call is not None
                     and effective_risk(step, view.policy.match(step.call.tool)) == Risk.reversible_write):
                 found.append(step_id)
@@ -1014,7 +1022,10 @@ class Runtime:
         left = [s for s in view.to_roll_back if s not in view.rolled_back]
         self._require_rollback_tools(view, left, "could not finish the abort", "nothing was done")
         for step_id in _order(view.plan):
-            if view.states.get(step_id) not in FINISHED | {"outcome_unknown"}:
+            if view.states.get(step_id) == "verifying":  # its call returned: an effect to undo, not to cancel
+                self._set(view, step_id, "succeeded", "its call returned; the run was aborted before its `expect` "
+                                                      "was evaluated")
+            elif view.states.get(step_id) not in FINISHED | {"outcome_unknown"}:
                 self._set(view, step_id, "cancelled", "the run was aborted")
         for step_id, intent in list(view.rollback_intents.items()):
             self._settle_rollback(view, step_id, intent)
@@ -1065,7 +1076,9 @@ class Runtime:
         `"rollback": true`: never an attempt or a result of the step itself."""
         assert step.rollback is not None
         tool_name = step.rollback.tool
-        scope: dict[str, Any] = {name: {"result": view.results.get(name)} for name in _predecessors_of(view.plan, step)}
+        made = view.made.get(step.id)  # the results its call was made with, whatever ran again since
+        read = made[1] if made is not None else {name: view.results.get(name) for name in _predecessors_of(view.plan, step)}
+        scope: dict[str, Any] = {name: {"result": value} for name, value in read.items()}
         scope["result"] = view.results.get(step.id)
         arguments = _concrete_args(step.rollback, scope)
         if isinstance(arguments, tuple):
@@ -1153,7 +1166,8 @@ class Runtime:
 def _held_workers(abandoned: dict[Future, tuple[str, float]], workers: int) -> str:
     steps = ", ".join(f"`{step_id}`" for step_id in sorted({step_id for step_id, _ in abandoned.values()}))
     return (f"the calls of {steps} timed out and still run, holding the {workers} worker(s) that `limit "
-            "concurrency` allows: the run goes on once they return (`plangate resume`)")
+            "concurrency` allows: `plangate resume` goes on (a write whose outcome stays unknown is settled "
+            "first, by its reconcile hook or `plangate reconcile`)")
 
 
 def _declared_cost(policy: CompiledPolicy, step: Step) -> float:
@@ -1193,7 +1207,7 @@ def _copy_view(view: RunView) -> RunView:
                    dropped=dict(view.dropped), completed_at=dict(view.completed_at), recheck=dict(view.recheck),
                    to_roll_back=list(view.to_roll_back), rollback_intents=dict(view.rollback_intents),
                    rollback_calls=dict(view.rollback_calls), rollback_unknown=dict(view.rollback_unknown),
-                   rolled_back=set(view.rolled_back), superseded=set(view.superseded),
+                   rolled_back=set(view.rolled_back), superseded=set(view.superseded), made=dict(view.made),
                    approvals={step: list(items) for step, items in view.approvals.items()})
 
 
@@ -1258,13 +1272,18 @@ def _fold(view: RunView, record: Record) -> None:
             view.reasons[step] = "it succeeded under an earlier plan version, and its call is the same"
         elif step is not None:
             if held is not None:  # its call, computed anew, is another: the earlier call's effect stands
-                _supersede(view, step, _step(view.plan, step), f"plan version {view.plan_version} changed its call")
+                _supersede(view, step, f"plan version {view.plan_version} changed its call")
             _forget(view, step)
     elif kind == "run_state":
         view.run_state = body["state"]
         if body["state"] == "aborting":
             view.to_roll_back = [name for name in body.get("rollback", []) if isinstance(name, str)]
             view.rolled_back -= set(view.to_roll_back)  # a rollback that failed or was refused is tried again
+            for held, (state, reason) in view.recheck.items():  # its new call will never be made: it
+                view.states[held] = state                         # stands for the call it made
+                if reason is not None:
+                    view.reasons[held] = reason
+            view.recheck.clear()
     elif step is None:
         return
     elif body.get("rollback") is True:
@@ -1289,6 +1308,7 @@ def _fold(view: RunView, record: Record) -> None:
         view.completed_at[step] = record.seq
         if "settled_by" in body:
             view.settled_by[step] = body["settled_by"]
+        _record_made(view, step)
         if step in view.stale:  # an earlier version's call happened: settled, not this version's call
             made_under = view.stale.pop(step)
             if _step(view.plan, step) is not None and view.run_state in ABORTED:
@@ -1300,7 +1320,7 @@ def _fold(view: RunView, record: Record) -> None:
                 view.reasons[step] = ("the call of an earlier plan version happened (settled after the run was "
                                       "aborted); the new call was never made")
             elif _step(view.plan, step) is not None:
-                _supersede(view, step, made_under, "a later plan version changed its call while its outcome was unknown")
+                _supersede(view, step, "a later plan version changed its call while its outcome was unknown")
                 _forget(view, step)
             else:
                 view.states[step] = "succeeded"
@@ -1419,8 +1439,8 @@ def _revise(view: RunView, step_id: str, old: Step | None, new: Step | None) -> 
                                      else "its call happened; the step is no longer in the plan")
         return
     if changed:
-        if old is not None and state in ("succeeded", "verifying"):
-            _supersede(view, step_id, old, f"plan version {view.plan_version} changed its call")
+        if state in ("succeeded", "verifying"):
+            _supersede(view, step_id, f"plan version {view.plan_version} changed its call")
         _forget(view, step_id)
         return
     if view.dropped.pop(step_id, None) is not None:  # back in the plan with the same call: an ordinary step again
@@ -1434,17 +1454,36 @@ def _revise(view: RunView, step_id: str, old: Step | None, new: Step | None) -> 
         view.reasons.pop(step_id, None)
 
 
-def _supersede(view: RunView, step_id: str, made_under: Step | None, why: str) -> None:
+def _record_made(view: RunView, step_id: str) -> None:
+    """On a step's result: keep what its rollback is computed from (`RunView.made`), and, where the
+    call is one whose effect an earlier version's call made (the same idempotency key: a call
+    changed back), let that kept effect be the step's own again, so it is undone once."""
+    step = view.stale.get(step_id) or view.dropped.get(step_id) or _step(view.plan, step_id)
+    if step is None or step.rollback is None:
+        return
+    scope = {name: view.results.get(name) for name in _predecessors_of(view.plan, step)}
+    key = view.last_intent.get(step_id, {}).get("idempotency_key")
+    view.made[step_id] = (step, scope, key)
+    for kept in sorted(view.superseded):
+        if key is not None and kept.rpartition("@")[0] == step_id and kept in view.states \
+                and view.made.get(kept, (None, None, None))[2] == key:
+            _forget(view, kept)
+
+
+def _supersede(view: RunView, step_id: str, why: str) -> None:
     """Keep the effect of a step's call that happened before a new plan version changed the call,
     under an id of its own (`b@1`, then `b@2`…), as a dropped step is kept: `succeeded`, with its
-    result and the step as it was, so that an abort with rollback undoes it too. Only a step with a
-    `rollback` has an effect to undo: the others' effects simply stand, as the journal records."""
-    if made_under is None or made_under.rollback is None or step_id not in view.results:
+    result, and the step and results its call was made with (`RunView.made`), so that an abort with
+    rollback undoes it too, as that version wrote its rollback. Only a step with a `rollback` has an
+    effect to undo: the others' effects simply stand, as the journal records."""
+    made = view.made.get(step_id)
+    if made is None or step_id not in view.results:
         return
     number = 1 + sum(1 for name in view.superseded if name.rpartition("@")[0] == step_id)
     kept = f"{step_id}@{number}"
     view.superseded.add(kept)
-    view.dropped[kept] = made_under.model_copy(update={"id": kept})
+    view.made[kept] = made
+    view.dropped[kept] = made[0].model_copy(update={"id": kept})
     view.states[kept] = "succeeded"
     view.reasons[kept] = f"the effect of `{step_id}`'s earlier call: {why}, and the effect stands"
     view.results[kept] = view.results[step_id]
@@ -1456,7 +1495,7 @@ def _supersede(view: RunView, step_id: str, made_under: Step | None, why: str) -
 def _forget(view: RunView, step_id: str) -> None:
     """The step starts afresh: no state, result or attempts (its records stay in the journal)."""
     for known in (view.states, view.reasons, view.results, view.attempts, view.dropped, view.completed_at,
-                  view.recheck):
+                  view.recheck, view.made):
         known.pop(step_id, None)
 
 
