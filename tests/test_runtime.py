@@ -935,6 +935,22 @@ def test_a_call_changed_back_to_an_earlier_one_is_that_effect_and_is_undone_once
     assert undone == ["undo-one", "undo-two"]
 
 
+def test_the_rules_see_a_kept_earlier_effect_s_rollback_as_its_step_s(box):
+    """A deny rule on `step.id == "w"` refuses the rollback of `w@1` as it refuses `w`'s."""
+    toolbox, runtime = box
+    policy = TEST_POLICY.rstrip().rstrip("}") + '  deny "keep-w" when step.id == "w" && args.name.startsWith("undo-")\n}\n'
+    body = ('  step w {{ call t.write(name: "{}") risk reversible_write rollback t.write(name: "undo-" + result.name) }}\n'
+            '  step n after w {{ call t.send(to: "ops") idempotency "n" approval by role "operator" }}\n')
+    run = runtime.start(plan_text(body.format("one")), "t.plan", [("t.policy", policy)])
+    runtime.advance(run)
+    runtime.new_version(run, plan_text(body.format("two"), version=2), "t.plan")
+    runtime.advance(run)
+    report = runtime.abort(run, rollback=True)
+    assert {step: report.steps[step]["state"] for step in ("w", "w@1")} == {"w": "succeeded", "w@1": "succeeded"}
+    assert "denied by `keep-w`" in report.steps["w@1"]["reason"]
+    assert not [call for call in toolbox.calls if call[1].startswith("undo-")]
+
+
 def test_an_earlier_effect_is_undone_with_the_results_and_the_rollback_its_call_was_made_with(box):
     """`w` reads `g`; v2 makes `g` read another key, so `w`'s call changes while its text does not,
     and v2 also rewrites its rollback. `w@1` is undone as v1 wrote the rollback, with the `g` that

@@ -1088,6 +1088,8 @@ class Runtime:
             return
         args = arguments.plain
         undo = _as_rollback(step)
+        if step.id in view.superseded:  # the rules see the step whose effect it undoes (`w`, not `w@1`)
+            undo = undo.model_copy(update={"id": step.id.rpartition("@")[0]})
         refusal, _ = self._policy_verdict(view, undo, arguments, rollback=True)
         refusal = refusal or self._budget_problem(view, undo)
         if refusal:
