@@ -677,6 +677,16 @@ def _overlap_tools(release, active: list[int], peak: list[int], calls: list[str]
     return registry
 
 
+def _until_returned(active: list[int], seconds: float = 5.0) -> None:
+    """Wait (a while at most) until no `_overlap_tools` call runs any more."""
+    import threading
+
+    for _ in range(int(seconds / 0.05)):
+        if not active[0]:
+            return
+        threading.Event().wait(0.05)
+
+
 OVERLAP_POLICY = "policy p { tool ops.slow { risk reversible_write } unknown_tools deny limit concurrency <= 1 }"
 OVERLAP_PLAN = """plan p {
   step x { call ops.slow(name: "x") time 1s idempotency "kx" }
@@ -716,10 +726,7 @@ def test_calls_that_timed_out_and_hold_every_worker_pause_the_run_after_a_while(
         assert report.steps["y"]["state"] == "ready"
     finally:
         release.set()
-    for _ in range(100):
-        if not active[0]:
-            break
-        threading.Event().wait(0.05)
+    _until_returned(active)
     assert runtime.advance(run).state == "succeeded" and calls == ["x", "y"]
 
 
@@ -745,10 +752,7 @@ def test_a_call_still_in_flight_in_this_process_is_never_settled_or_repeated_her
         assert calls == ["x"] and not kinds_of(runtime, run, "reconciled")
     finally:
         release.set()
-    for _ in range(100):
-        if not active[0]:
-            break
-        threading.Event().wait(0.05)
+    _until_returned(active)
     assert runtime.advance(run).state == "succeeded" and calls == ["x"]
 
 

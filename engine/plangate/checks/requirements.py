@@ -114,28 +114,29 @@ def _verifiers(ctx: PlanContext) -> tuple[dict[str, list[str]], dict[str, list[t
     skippable: dict[str, list[tuple[str, str]]] = {}
     never = never_running(ctx)
     guards = _guard_sets(ctx)
+    texts: dict[str, str] = {}
+
+    def condition(step_id: str) -> str:
+        """A guard's `when` as canonical text: two conditions are the same when their texts are
+        (the syntax tree's equality would take `-0.0` for `0.0`)."""
+        if step_id not in texts:
+            texts[step_id] = cel.to_source(ctx.graph.steps[step_id].when)  # type: ignore[arg-type]
+        return texts[step_id]
+
     for step in ctx.graph.steps.values():
         if step.kind != "check" or step.id in never or (step.when is not None and never_true(step.when)):
             continue
         for source in ctx.graph.predecessors(step.id):
-            conditions = {_condition(ctx, guard) for guard in guards.get(source, ())}
-            extra = [guard for guard in guards.get(step.id, ()) if _condition(ctx, guard) not in conditions]
+            conditions = {condition(guard) for guard in guards.get(source, ())}
+            extra = [guard for guard in guards.get(step.id, ()) if condition(guard) not in conditions]
             if not extra:
                 checked_by.setdefault(source, []).append(step.id)
                 continue
             guard = min(extra)
             skippable.setdefault(source, []).append(
-                (step.id, f"`{_condition(ctx, guard)}` holds"
+                (step.id, f"`{condition(guard)}` holds"
                           + ("" if guard == step.id else f" (the `when` of `{guard}`, whose result it depends on)")))
     return checked_by, skippable
-
-
-def _condition(ctx: PlanContext, step_id: str) -> str:
-    """The `when` of a conditional step as canonical text: two conditions are the same when their
-    texts are (the syntax tree's equality would take `-0.0` for `0.0`)."""
-    when = ctx.graph.steps[step_id].when
-    assert when is not None
-    return cel.to_source(when)
 
 
 def _guard_sets(ctx: PlanContext) -> dict[str, frozenset[str]]:
