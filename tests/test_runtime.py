@@ -1005,6 +1005,78 @@ def test_an_abort_undoes_a_step_held_back_by_a_new_version_and_one_whose_expect_
         r.body.get("reason") for r in runtime.journal.records(again) if r.kind == "state"]
 
 
+def test_an_unknown_call_settled_after_what_it_read_ran_again_is_undone_with_what_it_read(box, monkeypatch):
+    """`w` reads `a`; the process dies after `w`'s call, a new version runs `a` again, and `w`'s
+    outcome is settled after that: its effect is undone with the `a` its call read, not the new one."""
+    toolbox, runtime = box
+    body = """
+  step a {{ call t.write(name: "{a}") risk reversible_write rollback t.write(name: "undo-" + result.name) }}
+  step w {{ call t.write(name: "w-" + a.result.name) risk reversible_write
+           rollback t.write(name: "undo-w-" + a.result.name{extra}) }}
+  step n after w {{ call t.send(to: "ops") idempotency "n" approval by role "operator" }}
+"""
+    run = start_plan(runtime, body.format(a="a1", extra=""))
+    real_fault = runtime.fault
+    monkeypatch.setattr(runtime, "fault", lambda step, boundary: (_ for _ in ()).throw(KeyboardInterrupt)
+                        if (step, boundary) == ("w", "after_call") else real_fault(step, boundary))
+    with pytest.raises(KeyboardInterrupt):
+        runtime.advance(run)
+    monkeypatch.setattr(runtime, "fault", real_fault)
+    runtime.new_version(run, plan_text(body.format(a="a2", extra=""), version=2), "t.plan")
+    runtime.advance(run)
+    runtime.reconcile(run, "w", True, "ops", {"name": "w-a1"})
+    runtime.advance(run)
+    report = runtime.abort(run, rollback=True)
+    assert report.state == "aborted"
+    undone = [call[1] for call in toolbox.calls if call[1].startswith("undo-")]
+    assert sorted(undone) == ["undo-a1", "undo-a2", "undo-w-a1", "undo-w-a2"], undone
+
+
+def test_a_rollback_a_new_version_rewrote_may_read_a_step_the_call_did_not(box):
+    """v2 keeps `w`'s call and rewrites its rollback to read `b`: the rollback reads `b`'s result."""
+    toolbox, runtime = box
+    body = """
+  step b {{ call t.read(key: "b") }}
+  step w {{ call t.write(name: "w1") risk reversible_write rollback t.write(name: "undo-" + result.name{extra}) }}
+  step n after w {{ call t.send(to: "ops") idempotency "n" approval by role "operator" }}
+"""
+    toolbox.values["b"] = 7
+    run = start_plan(runtime, body.format(extra=""))
+    runtime.advance(run)
+    runtime.new_version(run, plan_text(body.format(extra=' + "-" + string(b.result.value)'), version=2), "t.plan")
+    runtime.advance(run)
+    report = runtime.abort(run, rollback=True)
+    assert report.steps["w"]["state"] == "compensated", report.steps["w"]
+    assert [call[1] for call in toolbox.calls if call[1].startswith("undo-")] == ["undo-w1-7"]
+
+
+def test_a_call_changed_back_and_settled_during_an_abort_leaves_nothing_listed_to_undo_twice(box, monkeypatch):
+    """v1 `one`, v2 `two`, v3 `one` whose outcome is unknown when the abort starts: settled as
+    happened, it is `w@1`'s effect again — `w@1` leaves the abort's list, and each effect is undone
+    once, so the abort ends with every listed step compensated (what `plangate abort` exits 0 on)."""
+    toolbox, runtime = box
+    body = ('  step w {{ call t.write(name: "{}") risk reversible_write rollback t.write(name: "undo-" + result.name) }}\n'
+            '  step n after w {{ call t.send(to: "ops") idempotency "n" approval by role "operator" }}\n')
+    run = start_plan(runtime, body.format("one"))
+    runtime.advance(run)
+    runtime.new_version(run, plan_text(body.format("two"), version=2), "t.plan")
+    runtime.advance(run)
+    runtime.new_version(run, plan_text(body.format("one"), version=3), "t.plan")
+    real_fault = runtime.fault
+    monkeypatch.setattr(runtime, "fault", lambda step, boundary: (_ for _ in ()).throw(KeyboardInterrupt)
+                        if (step, boundary) == ("w", "after_call") else real_fault(step, boundary))
+    with pytest.raises(KeyboardInterrupt):
+        runtime.advance(run)
+    monkeypatch.setattr(runtime, "fault", real_fault)
+    assert runtime.abort(run, rollback=True).state == "aborting"
+    runtime.reconcile(run, "w", True, "ops", {"name": "one"})
+    report = runtime.abort(run, rollback=True)
+    view = runtime.view(run)
+    assert report.state == "aborted" and "w@1" not in view.to_roll_back
+    assert all(view.states.get(step) in ("compensated", "cancelled") for step in view.to_roll_back), view.to_roll_back
+    assert sorted(call[1] for call in toolbox.calls if call[1].startswith("undo-")) == ["undo-one", "undo-two"]
+
+
 def test_run_with_the_id_of_a_run_of_another_plan_is_refused(box, tmp_path, demo):
     from plangate.runtime.host import RunError
 

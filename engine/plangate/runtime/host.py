@@ -167,6 +167,9 @@ class RunView:
     # it reads at that moment, and the call's idempotency key — what its rollback is computed from,
     # whatever later versions change, and which effect it is.
     made: dict[str, tuple[Step, dict[str, Any], str | None]] = field(default_factory=dict)
+    # Per step with a `rollback` whose call was made: the results of the steps it reads, as they
+    # were when its intent was written (a call settled later read these, whatever ran since).
+    read_at_call: dict[str, dict[str, Any]] = field(default_factory=dict)
     # Completed steps whose call reads the result of a step that a later plan version runs again:
     # their state and reason, held back until their call can be computed anew (`_prepare`).
     recheck: dict[str, tuple[str, str | None]] = field(default_factory=dict)
@@ -1076,8 +1079,12 @@ class Runtime:
         `"rollback": true`: never an attempt or a result of the step itself."""
         assert step.rollback is not None
         tool_name = step.rollback.tool
-        made = view.made.get(step.id)  # the results its call was made with, whatever ran again since
-        read = made[1] if made is not None else {name: view.results.get(name) for name in _predecessors_of(view.plan, step)}
+        # What the steps it reads hold now, overridden by what its call read, whatever ran again since
+        # (a rollback a later version rewrote may read a step the call did not).
+        read = {name: view.results.get(name) for name in _predecessors_of(view.plan, step)}
+        made = view.made.get(step.id)
+        if made is not None:
+            read.update(made[1])
         scope: dict[str, Any] = {name: {"result": value} for name, value in read.items()}
         scope["result"] = view.results.get(step.id)
         arguments = _concrete_args(step.rollback, scope)
@@ -1210,6 +1217,7 @@ def _copy_view(view: RunView) -> RunView:
                    to_roll_back=list(view.to_roll_back), rollback_intents=dict(view.rollback_intents),
                    rollback_calls=dict(view.rollback_calls), rollback_unknown=dict(view.rollback_unknown),
                    rolled_back=set(view.rolled_back), superseded=set(view.superseded), made=dict(view.made),
+                   read_at_call=dict(view.read_at_call),
                    approvals={step: list(items) for step, items in view.approvals.items()})
 
 
@@ -1304,6 +1312,8 @@ def _fold(view: RunView, record: Record) -> None:
         planned = _step(view.plan, step)
         if planned is not None:
             view.cost += _declared_cost(view.policy, planned)
+            if planned.rollback is not None:  # what the call reads now is what its rollback will read
+                view.read_at_call[step] = {name: view.results.get(name) for name in _predecessors(view.plan, planned)}
     elif kind == "result":
         view.open_intents.pop(step, None)
         view.results[step] = body["result"]
@@ -1463,13 +1473,17 @@ def _record_made(view: RunView, step_id: str) -> None:
     step = view.stale.get(step_id) or view.dropped.get(step_id) or _step(view.plan, step_id)
     if step is None or step.rollback is None:
         return
-    scope = {name: view.results.get(name) for name in _predecessors_of(view.plan, step)}
+    scope = view.read_at_call.get(step_id)
+    if scope is None:  # (a journal without an intent for it: what the steps it reads hold now)
+        scope = {name: view.results.get(name) for name in _predecessors_of(view.plan, step)}
     key = view.last_intent.get(step_id, {}).get("idempotency_key")
     view.made[step_id] = (step, scope, key)
     for kept in sorted(view.superseded):
         if key is not None and kept.rpartition("@")[0] == step_id and kept in view.states \
                 and view.made.get(kept, (None, None, None))[2] == key:
             _forget(view, kept)
+            if kept in view.to_roll_back:  # merged during an abort: undone as the step's own effect
+                view.to_roll_back.remove(kept)
 
 
 def _supersede(view: RunView, step_id: str, why: str) -> None:
