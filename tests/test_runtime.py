@@ -104,6 +104,22 @@ def kinds(runtime, run: str, kind: str, step: str | None = None) -> list:
     return [r for r in runtime.journal.records(run) if r.kind == kind and (step is None or r.step == step)]
 
 
+def advance_dying_at(runtime, monkeypatch, run: str, step: str, boundary: str) -> None:
+    """`advance` in a process that dies at `step`'s `boundary` (the fault hook raises there, as
+    `PLANGATE_FAULT` would kill it); the hook is then put back."""
+    real = runtime.fault
+
+    def fault(at_step: str, at_boundary: str) -> None:
+        if (at_step, at_boundary) == (step, boundary):
+            raise KeyboardInterrupt
+        real(at_step, at_boundary)
+
+    monkeypatch.setattr(runtime, "fault", fault)
+    with pytest.raises(KeyboardInterrupt):
+        runtime.advance(run)
+    monkeypatch.setattr(runtime, "fault", real)
+
+
 def cli_in(tmp_path, demo):
     """`plangate …` in a subprocess on this test's journal and demo folder."""
     journal = str(tmp_path / "journal.db")
@@ -992,12 +1008,8 @@ def test_an_abort_undoes_a_step_held_back_by_a_new_version_and_one_whose_expect_
     assert report.steps["w"]["state"] == "compensated"
     assert [call[1] for call in toolbox.calls if call[1].startswith("undo-")] == ["undo-w-1"]
 
-    faults: list[str] = []
-    monkeypatch.setattr(runtime, "fault", lambda step, boundary: faults.append(f"{step}:{boundary}")
-                        if (step, boundary) != ("w", "after_result") else (_ for _ in ()).throw(KeyboardInterrupt))
     again = start_plan(runtime, body.format(key="g1", approval=""))
-    with pytest.raises(KeyboardInterrupt):  # the process "dies" once `w`'s result is journaled
-        runtime.advance(again)
+    advance_dying_at(runtime, monkeypatch, again, "w", "after_result")  # once `w`'s result is journaled
     assert runtime.view(again).states["w"] == "verifying"
     report = runtime.abort(again, rollback=True)
     assert report.steps["w"]["state"] == "compensated"
@@ -1016,12 +1028,7 @@ def test_an_unknown_call_settled_after_what_it_read_ran_again_is_undone_with_wha
   step n after w {{ call t.send(to: "ops") idempotency "n" approval by role "operator" }}
 """
     run = start_plan(runtime, body.format(a="a1", extra=""))
-    real_fault = runtime.fault
-    monkeypatch.setattr(runtime, "fault", lambda step, boundary: (_ for _ in ()).throw(KeyboardInterrupt)
-                        if (step, boundary) == ("w", "after_call") else real_fault(step, boundary))
-    with pytest.raises(KeyboardInterrupt):
-        runtime.advance(run)
-    monkeypatch.setattr(runtime, "fault", real_fault)
+    advance_dying_at(runtime, monkeypatch, run, "w", "after_call")
     runtime.new_version(run, plan_text(body.format(a="a2", extra=""), version=2), "t.plan")
     runtime.advance(run)
     runtime.reconcile(run, "w", True, "ops", {"name": "w-a1"})
@@ -1062,12 +1069,7 @@ def test_a_call_changed_back_and_settled_during_an_abort_leaves_nothing_listed_t
     runtime.new_version(run, plan_text(body.format("two"), version=2), "t.plan")
     runtime.advance(run)
     runtime.new_version(run, plan_text(body.format("one"), version=3), "t.plan")
-    real_fault = runtime.fault
-    monkeypatch.setattr(runtime, "fault", lambda step, boundary: (_ for _ in ()).throw(KeyboardInterrupt)
-                        if (step, boundary) == ("w", "after_call") else real_fault(step, boundary))
-    with pytest.raises(KeyboardInterrupt):
-        runtime.advance(run)
-    monkeypatch.setattr(runtime, "fault", real_fault)
+    advance_dying_at(runtime, monkeypatch, run, "w", "after_call")
     assert runtime.abort(run, rollback=True).state == "aborting"
     runtime.reconcile(run, "w", True, "ops", {"name": "one"})
     report = runtime.abort(run, rollback=True)
