@@ -104,6 +104,29 @@ def kinds(runtime, run: str, kind: str, step: str | None = None) -> list:
     return [r for r in runtime.journal.records(run) if r.kind == kind and (step is None or r.step == step)]
 
 
+def crash_after_intent(runtime, run: str, name: str, key: str) -> None:
+    """The journal as a crash right after step `w`'s intent leaves it: its call `t.write(name)`,
+    with `key`, may or may not have happened, and no answer is recorded."""
+    runtime.journal.append(run, "intent", {"tool": "t.write", "args": {"name": name}, "idempotency_key": key,
+                                           "attempt": 1}, step="w")
+
+
+def write_with_hook(reconcile, calls: list[str] | None = None) -> ToolRegistry:
+    """A registry of one tool, `t.write(name)` (each name it is called with appended to `calls`),
+    whose reconcile hook is `reconcile`."""
+
+    @tool("t.write")
+    def write(name: str, idempotency_key: str) -> dict:
+        if calls is not None:
+            calls.append(name)
+        return {"name": name}
+
+    write.reconcile(reconcile)
+    registry = ToolRegistry()
+    registry.register(write)
+    return registry
+
+
 def advance_dying_at(runtime, monkeypatch, run: str, step: str, boundary: str) -> None:
     """`advance` in a process that dies at `step`'s `boundary` (the fault hook raises there, as
     `PLANGATE_FAULT` would kill it); the hook is then put back."""
@@ -566,8 +589,7 @@ def test_a_new_version_that_drops_a_step_keeps_its_unknown_outcome_until_settled
   step w { call t.write(name: "w") risk reversible_write idempotency "w" }
   step r { call t.read(key: "r") }
 """)
-    runtime.journal.append(run, "intent", {"tool": "t.write", "args": {"name": "w"}, "idempotency_key": "w",
-                                           "attempt": 1}, step="w")  # a crash after the intent
+    crash_after_intent(runtime, run, "w", "w")
     runtime.new_version(run, plan_text('  step r { call t.read(key: "r") }', version=2), "t.plan")
     report = runtime.advance(run)
     assert report.state == "paused" and report.exit_code == 3
@@ -819,8 +841,7 @@ def test_an_unknown_outcome_changed_by_one_version_and_dropped_by_the_next_can_b
     step_w = '  step w { call t.write(name: "%s") risk reversible_write idempotency "w" rollback t.write(name: "undo-" + result.name) }\n'
     step_n = '  step n { call t.send(to: "ops") idempotency "n" approval by role "operator" }\n'
     run = start_plan(runtime, step_w % "one" + step_n)
-    runtime.journal.append(run, "intent", {"tool": "t.write", "args": {"name": "one"}, "idempotency_key": "w",
-                                           "attempt": 1}, step="w")  # a crash after the intent
+    crash_after_intent(runtime, run, "one", "w")
     runtime.new_version(run, plan_text(step_w % "two" + step_n, version=2), "t.plan")  # the call changes
     runtime.new_version(run, plan_text(step_n, version=3), "t.plan")  # then the step goes
     runtime.reconcile(run, "w", True, "ops", {"name": "one"})  # the first call had happened
@@ -873,8 +894,7 @@ def test_an_unknown_outcome_of_a_changed_call_settled_as_happened_is_kept_and_ro
     step_w = '  step w { call t.write(name: "%s") risk reversible_write idempotency "w-%s" rollback t.write(name: "undo-" + result.name) }\n'
     step_n = '  step n { call t.send(to: "ops") idempotency "n" approval by role "operator" }\n'
     run = start_plan(runtime, step_w % ("one", "one") + step_n)
-    runtime.journal.append(run, "intent", {"tool": "t.write", "args": {"name": "one"}, "idempotency_key": "w-one",
-                                           "attempt": 1}, step="w")  # a crash after the intent
+    crash_after_intent(runtime, run, "one", "w-one")
     runtime.new_version(run, plan_text(step_w % ("two", "two") + step_n, version=2), "t.plan")  # the call changes
     runtime.reconcile(run, "w", True, "ops", {"name": "one"})  # the first call had happened
     report = runtime.advance(run)
@@ -919,8 +939,7 @@ def test_an_abort_waits_for_an_unknown_call_a_new_version_changed_or_dropped_and
               'rollback t.write(name: "undo-%s-" + result.name) }\n')
     step_n = '  step n { call t.send(to: "ops") idempotency "n" approval by role "operator" }\n'
     run = start_plan(runtime, step_w % ("one", "one", "v1") + step_n)
-    runtime.journal.append(run, "intent", {"tool": "t.write", "args": {"name": "one"}, "idempotency_key": "w-one",
-                                           "attempt": 1}, step="w")  # a crash after the intent
+    crash_after_intent(runtime, run, "one", "w-one")
     second = step_w % ("two", "two", "v2") + step_n if version_two == "changed" else step_n
     runtime.new_version(run, plan_text(second, version=2), "t.plan")
     report = runtime.abort(run, rollback=True)
@@ -1128,8 +1147,7 @@ def test_an_unknown_outcome_of_a_changed_call_is_settled_before_the_new_call_run
     body = '  step w { call t.write(name: "%s") risk reversible_write }'
     run = start_plan(runtime, body % "old")
     view = runtime.view(run)
-    runtime.journal.append(run, "intent", {"tool": "t.write", "args": {"name": "old"}, "idempotency_key": "k-old",
-                                           "attempt": 1}, step="w")
+    crash_after_intent(runtime, run, "old", "k-old")
     runtime.new_version(run, plan_text(body % "new", version=2), "t.plan")
     report = runtime.advance(run)
     assert report.steps["w"]["state"] == "outcome_unknown" and toolbox.calls == []
@@ -1412,21 +1430,13 @@ def test_every_completed_check_writes_evidence_and_evidence_names_its_step(box):
 def test_a_hand_settled_result_is_credited_to_the_operator_and_a_failing_hook_is_reported(tmp_path, monkeypatch):
     monkeypatch.delenv("PLANGATE_FAULT", raising=False)
 
-    @tool("t.write")
-    def write(name: str, idempotency_key: str) -> dict:
-        return {"name": name}
-
-    @write.reconcile
-    def write_reconcile(idempotency_key: str) -> dict | None:
+    def unreachable(idempotency_key: str) -> dict | None:
         raise TimeoutError("the ledger is unreachable")
 
-    registry = ToolRegistry()
-    registry.register(write)
-    with runtime_at(tmp_path / "journal.db", registry) as runtime:
+    with runtime_at(tmp_path / "journal.db", write_with_hook(unreachable)) as runtime:
         run = start_plan(runtime, '  step w { call t.write(name: "w") risk reversible_write idempotency "w" '
                                   'expect result.name == "w" }')
-        runtime.journal.append(run, "intent", {"tool": "t.write", "args": {"name": "w"}, "idempotency_key": "w",
-                                               "attempt": 1}, step="w")
+        crash_after_intent(runtime, run, "w", "w")
         report = runtime.advance(run)
         assert report.state == "paused" and report.steps["w"]["state"] == "outcome_unknown"
         assert report.steps["w"]["reason"] == ("the call may have happened, and the reconcile hook failed: "
@@ -1619,8 +1629,7 @@ def test_an_unknown_outcome_settled_after_an_abort_ends_as_the_aborted_run_does(
     toolbox, runtime = box
     run = start_plan(runtime, '  step w { call t.write(name: "w") risk reversible_write idempotency "w" }\n'
                               '  step r after w { call t.read(key: "r") }')
-    runtime.journal.append(run, "intent", {"tool": "t.write", "args": {"name": "w"}, "idempotency_key": "w",
-                                           "attempt": 1}, step="w")  # a crash after the call
+    crash_after_intent(runtime, run, "w", "w")  # a crash after the call
     aborted = runtime.abort(run, rollback=False)
     assert aborted.state == "aborted" and aborted.steps["w"]["state"] == "outcome_unknown"
     assert aborted.needs_reconcile == ("w",)  # `resume` asks no hook of an ended run: `reconcile` settles it
@@ -1666,24 +1675,11 @@ def test_an_abort_with_rollback_waits_for_an_unknown_outcome_and_rolls_it_back_i
 
 def test_an_abort_with_rollback_asks_the_reconcile_hook_about_an_unknown_outcome(tmp_path, monkeypatch):
     monkeypatch.delenv("PLANGATE_FAULT", raising=False)
-    calls = []
-
-    @tool("t.write")
-    def write(name: str, idempotency_key: str) -> dict:
-        calls.append(name)
-        return {"name": name}
-
-    @write.reconcile
-    def write_reconcile(idempotency_key: str) -> dict | None:
-        return {"name": "w"}  # it happened
-
-    registry = ToolRegistry()
-    registry.register(write)
-    with runtime_at(tmp_path / "journal.db", registry) as runtime:
+    calls: list[str] = []
+    with runtime_at(tmp_path / "journal.db", write_with_hook(lambda idempotency_key: {"name": "w"}, calls)) as runtime:  # it happened
         run = start_plan(runtime, '  step w { call t.write(name: "w") risk reversible_write idempotency "w" '
                                   'rollback t.write(name: "undo-" + result.name) }')
-        runtime.journal.append(run, "intent", {"tool": "t.write", "args": {"name": "w"}, "idempotency_key": "w",
-                                               "attempt": 1}, step="w")
+        crash_after_intent(runtime, run, "w", "w")
         report = runtime.abort(run, rollback=True)
         assert report.state == "aborted" and report.steps["w"]["state"] == "compensated" and calls == ["undo-w"]
 
@@ -1696,8 +1692,7 @@ def test_an_unknown_outcome_of_a_changed_call_settled_after_an_abort_is_never_ma
     toolbox, runtime = box
     body = '  step w {{ call t.write(name: "{}") risk reversible_write idempotency "w" }}'
     run = start_plan(runtime, body.format("w1"))
-    runtime.journal.append(run, "intent", {"tool": "t.write", "args": {"name": "w1"}, "idempotency_key": "w",
-                                           "attempt": 1}, step="w")
+    crash_after_intent(runtime, run, "w1", "w")
     runtime.new_version(run, plan_text(body.format("w2"), version=2), "t.plan")
     assert runtime.abort(run, rollback=False).steps["w"]["state"] == "outcome_unknown"
     runtime.reconcile(run, "w", happened, "bob", {"name": "w1"} if happened else None)
