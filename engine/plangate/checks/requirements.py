@@ -112,6 +112,9 @@ def _verifiers(ctx: PlanContext) -> tuple[dict[str, list[str]], dict[str, list[t
     implied without being the same one is not recognised: the check then counts as skippable."""
     checked_by: dict[str, list[str]] = {}
     skippable: dict[str, list[tuple[str, str]]] = {}
+    checks = [step for step in ctx.graph.steps.values() if step.kind == "check"]
+    if not checks:
+        return checked_by, skippable
     never = never_running(ctx)
     guards = _guard_sets(ctx)
     texts: dict[str, str] = {}
@@ -123,8 +126,8 @@ def _verifiers(ctx: PlanContext) -> tuple[dict[str, list[str]], dict[str, list[t
             texts[step_id] = cel.to_source(ctx.graph.steps[step_id].when)  # type: ignore[arg-type]
         return texts[step_id]
 
-    for step in ctx.graph.steps.values():
-        if step.kind != "check" or step.id in never or (step.when is not None and never_true(step.when)):
+    for step in checks:
+        if step.id in never or (step.when is not None and never_true(step.when)):
             continue
         for source in ctx.graph.predecessors(step.id):
             conditions = {condition(guard) for guard in guards.get(source, ())}

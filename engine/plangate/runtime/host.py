@@ -408,10 +408,11 @@ class Runtime:
                 frontier.update(view.states)
                 progressed = settled = starved = False
                 in_flight = {name for name, _, _ in running.values()}
+                held = len(self._abandoned(run)) if limited else 0  # workers still taken by timed-out calls
                 for step_id in frontier.candidates():
                     if view.states.get(step_id) in FINISHED | {"outcome_unknown"} or step_id in in_flight:
                         continue
-                    if len(running) + (len(self._abandoned(run)) if limited else 0) >= workers:
+                    if len(running) + held >= workers:
                         starved = limited
                         break
                     action = self._prepare(view, step_id)
@@ -982,7 +983,7 @@ class Runtime:
         found = []
         held_back = {step_id: state for step_id, (state, _) in view.recheck.items()}
         for step_id, state in {**held_back, **view.states}.items():
-            step = self._rollback_step(view, step_id)
+            step = _step_as_made(view, step_id)
             if ((state in ("succeeded", "verifying") or _call_unknown(view, step_id)) and step is not None
                     and step.rollback is not None and step.call is not None
                     and effective_risk(step, view.policy.match(step.call.tool)) == Risk.reversible_write):
@@ -997,16 +998,10 @@ class Runtime:
         waits for them (rolled back if they happened, cancelled if not)."""
         return [step_id for step_id in view.to_roll_back if _call_unknown(view, step_id)]
 
-    @staticmethod
-    def _rollback_step(view: RunView, step_id: str) -> Step | None:
-        """The step as it was when the call to undo was made: as a later version dropped it, as it
-        stood when a call that a later version changed was made, else as the plan has it."""
-        return view.dropped.get(step_id) or view.stale.get(step_id) or _step(view.plan, step_id)
-
     def _require_rollback_tools(self, view: RunView, step_ids: list[str], what: str, nothing_done: str) -> None:
         tools = set()
         for step_id in step_ids:
-            step = self._rollback_step(view, step_id)
+            step = _step_as_made(view, step_id)
             if step_id in view.rollback_calls:
                 tools.add(view.rollback_calls[step_id]["tool"])
             elif step is not None and step.rollback is not None:
@@ -1039,7 +1034,7 @@ class Runtime:
             view = self.view(run)  # fresh: the budgets count the rollbacks made so far
             if step_id in self._unsettled(view):
                 break  # the last completed first: what came before it waits until it is settled
-            step = self._rollback_step(view, step_id)
+            step = _step_as_made(view, step_id)
             if (step is not None and view.states.get(step_id) == "succeeded" and step_id not in view.rolled_back
                     and step_id not in view.rollback_intents):
                 self._rollback(view, step)
@@ -1466,11 +1461,17 @@ def _revise(view: RunView, step_id: str, old: Step | None, new: Step | None) -> 
         view.reasons.pop(step_id, None)
 
 
+def _step_as_made(view: RunView, step_id: str) -> Step | None:
+    """The step as it was when its call was made: as a later version dropped it, as it stood when a
+    call that a later version changed was made, else as the plan has it."""
+    return view.dropped.get(step_id) or view.stale.get(step_id) or _step(view.plan, step_id)
+
+
 def _record_made(view: RunView, step_id: str) -> None:
     """On a step's result: keep what its rollback is computed from (`RunView.made`), and, where the
     call is one whose effect an earlier version's call made (the same idempotency key: a call
     changed back), let that kept effect be the step's own again, so it is undone once."""
-    step = view.stale.get(step_id) or view.dropped.get(step_id) or _step(view.plan, step_id)
+    step = _step_as_made(view, step_id)
     if step is None or step.rollback is None:
         return
     scope = view.read_at_call.get(step_id)
