@@ -489,6 +489,23 @@ def test_an_admitted_unknown_tool_given_an_entry_changes_its_risk(tmp_path, caps
         ("loosened", "`b.read` risk `none` → `read_only` (OLD by no entry, NEW by `b.read`)")]
 
 
+@pytest.mark.parametrize("rated, dropped", [
+    ("irreversible", "loosened"),  # steps declaring less are no longer `risk-underdeclared`
+    ("read_only", "tightened"),  # steps declaring nothing become irreversible
+    ("external_write", "changed"),  # both at once
+])
+def test_a_risk_against_no_entry_is_compared_as_check_sees_the_steps(tmp_path, capsys, rated, dropped):
+    """With no entry (`unknown_tools warn`) a step's risk is its declared one, `irreversible` when
+    it declares none: dropping a rating moves steps both ways unless it was an end of the order."""
+    rated_policy, unrated_policy = policy(f"tool * {{ risk {rated} }}"), policy("unknown_tools warn")
+    code, report, _ = diff(tmp_path, capsys, rated_policy, unrated_policy)
+    assert code == 1 and [(c["kind"], c["text"]) for c in report["changes"] if c["kind"] != "rewritten"] == [
+        (dropped, f"any other tool risk `{rated}` → `none` (OLD by `*`, NEW by no entry)")]
+    code, report, _ = diff(tmp_path, capsys, unrated_policy, rated_policy)
+    back = {"loosened": "tightened", "tightened": "loosened", "changed": "changed"}[dropped]
+    assert [c["kind"] for c in report["changes"] if c["kind"] != "rewritten"] == [back]
+
+
 def test_a_class_of_tools_is_decided_by_the_combined_catalogue_as_check_decides_it(tmp_path, capsys):
     """A file with two policies: the narrower entry of the second never loosens the first, in the
     diff as in `check`."""

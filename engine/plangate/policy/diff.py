@@ -1176,8 +1176,7 @@ def _entry_changes(label: str, a: CatalogueEntry | None, b: CatalogueEntry | Non
     schemas = [entry.args if entry is not None else None for entry in (a, b)]
     found: list[Change] = []
     if risks[0] != risks[1]:
-        lower = (risks[1] if risks[1] is not None else 3) < (risks[0] if risks[0] is not None else 3)
-        found.append(Change("loosened" if lower else "tightened", subject,
+        found.append(Change(_risk_direction(*risks), subject,
                             f"{name} risk `{_risk(risks[0])}` → `{_risk(risks[1])}`{through}"))
     if costs[0] != costs[1]:
         looser = costs[1][0] is None or (costs[0][0] is not None and costs[1][0] > costs[0][0])
@@ -1207,6 +1206,26 @@ def _limits(old: CompiledPolicy, new: CompiledPolicy, changes: list[Change]) -> 
             if a.currency != b.currency:
                 kind = "changed"
             changes.append(Change(kind, f"limit {name}", f"`limit {name}` {a.text()} → {b.text()}"))
+
+
+def _risk_direction(old: Risk | None, new: Risk | None) -> str:
+    """How a tool's catalogue risk changing from `old` to `new` moves the effective risk of its steps.
+
+    A catalogue risk is a floor under the declared one (`risk-underdeclared` below it). No risk
+    (None) is no floor, and a step declaring none then counts as `irreversible` (docs/semantics.md):
+    so dropping a floor `r` raises the steps that declare nothing to `irreversible` (tighter unless
+    `r` is `irreversible`) and frees those declaring less than `r` (looser unless `r` is
+    `read_only`); both at once is `changed`."""
+    if old is not None and new is not None:
+        return "loosened" if new < old else "tightened"
+    floor = old if old is not None else new
+    assert floor is not None
+    undeclared_rise = floor != Risk.irreversible  # steps declaring nothing: floor ↔ irreversible
+    declared_drop = floor != Risk.read_only  # steps declaring less than the floor
+    if undeclared_rise and declared_drop:
+        return "changed"
+    removed = new is None
+    return ("tightened" if removed else "loosened") if undeclared_rise else ("loosened" if removed else "tightened")
 
 
 def _risk(risk: Risk | None) -> str:
