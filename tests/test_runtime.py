@@ -8,6 +8,7 @@ use tools of their own (a `Toolbox` whose answers and failures the test sets) un
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from contextlib import closing
 from typing import Any
@@ -276,6 +277,38 @@ def test_a_failing_tool_is_retried_up_to_retry_with_the_same_key(box, failures, 
     failed = kinds(runtime, run, "attempt_failed", "save")
     assert [f.body["error"] for f in failed] == ["ConnectionError: disk is unreachable"] * min(failures, attempts)
     assert report.exit_code == (1 if state == "failed" else 0)
+
+
+def test_an_exception_naming_an_undecodable_file_fails_the_attempt_and_is_journaled(tmp_path):
+    """`os.fsdecode` holds a byte that is not UTF-8 as a lone surrogate, which JSON in UTF-8 cannot
+    keep: the message is journaled with the surrogate escaped, the attempt fails and is retried, and
+    a reconcile hook's failure is journaled the same way."""
+    undecodable = os.fsdecode(b"/data/\xff.json")
+    attempts: list[str] = []
+
+    @tool("t.read")
+    def read(key: str) -> dict:
+        attempts.append(key)
+        if len(attempts) == 1:
+            raise FileNotFoundError(f"cannot open {undecodable}")
+        return {"value": 1}
+
+    def hook(idempotency_key: str) -> dict | None:
+        raise RuntimeError(f"cannot open {undecodable}")
+
+    registry = ToolRegistry()
+    registry.register(read)
+    with runtime_at(tmp_path / "journal.db", registry) as runtime:
+        run = start_plan(runtime, '  step look { call t.read(key: "a") retry 1 }')
+        assert runtime.advance(run).state == "succeeded" and len(attempts) == 2
+        (failed,) = kinds(runtime, run, "attempt_failed", "look")
+        assert failed.body["error"] == "FileNotFoundError: cannot open /data/\\udcff.json"
+    with runtime_at(tmp_path / "journal2.db", write_with_hook(hook)) as runtime:
+        run = start_plan(runtime, '  step w { call t.write(name: "n") risk reversible_write idempotency "k" }')
+        crash_after_intent(runtime, run, "n", "k")
+        assert runtime.advance(run).steps["w"]["state"] == "outcome_unknown"
+        assert kinds(runtime, run, "outcome_unknown", "w")[-1].body["reason"] == (
+            "the call may have happened, and the reconcile hook failed: RuntimeError: cannot open /data/\\udcff.json")
 
 
 def test_a_retried_step_without_a_key_gets_one_stable_derived_key(box):

@@ -488,8 +488,11 @@ def _loading_problem(what: str, error: BaseException, file: Path | None) -> str:
 
 
 def _exception_text(error: BaseException) -> str:
+    """`Type: message`, as text a journal can keep: a lone surrogate (an undecodable file name from
+    `os.fsdecode`, say) is written as its `\\udcff` escape, since JSON in UTF-8 cannot hold it."""
     try:
         message = str(error)
     except Exception:  # an exception whose own text fails: its type still says what happened
         message = "(its message could not be read)"
-    return f"{type(error).__name__}: {message}" if message else type(error).__name__
+    text = f"{type(error).__name__}: {message}" if message else type(error).__name__
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
