@@ -166,6 +166,22 @@ def test_usage_errors_exit_2(files: Path, capsys: pytest.CaptureFixture[str], ar
     assert "Traceback" not in err
 
 
+@pytest.mark.parametrize("argv, said", [
+    (["status", "r\udcff"], "the run id `r\\udcff`"),
+    (["log", "r\udcff"], "the run id `r\\udcff`"),
+    (["approve", "r1", "s\udcff", "--as", "al", "--role", "ops", "--yes"], "the step id `s\\udcff`"),
+    (["approve", "r1", "s", "--as", "al\udcff", "--role", "ops", "--yes"], "the name given to `--as` `al\\udcff`"),
+    (["reconcile", "r1", "s", "--happened", "--as", "b\udcff"], "the name given to `--as` `b\\udcff`"),
+])
+def test_an_argument_holding_a_byte_that_is_not_utf8_exits_2(files: Path, capsys: pytest.CaptureFixture[str],
+                                                            argv: list[str], said: str) -> None:
+    """A command line in another encoding reaches Python with each such byte as a lone surrogate:
+    no run, step or name can hold one (the journal is UTF-8 JSON), so it is refused by name."""
+    code, out, err = run(capsys, *argv, "--journal", str(files / "journal.db"))
+    assert code == 2 and err.startswith(f"plangate: {said} holds a byte that is not UTF-8 text")
+    assert "internal error" not in err and not (files / "journal.db").exists()
+
+
 def test_policy_given_as_plan_is_a_diagnostic(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "check", "clean.plan", "--policy", "clean.plan")
     assert code == 1

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from plangate import Gate, GateError
 from plangate.cel.evaluate import compile_expr
-from plangate.driver import check
+from plangate.driver import check, compile_policy
 
 ROOT = Path(__file__).resolve().parents[1]
 POLICIES = sorted((ROOT / "policies").glob("*.policy"))
@@ -256,9 +256,28 @@ def test_misused_arguments_are_clear_errors_not_decisions(gate):
         gate.check_plan(b"plan p { }")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="a gate decides by a CompiledPolicy"):
         Gate(None)  # type: ignore[arg-type]
-    for paths in (None, [None]):
-        with pytest.raises(TypeError, match="the policies are paths"):
-            Gate.from_files(paths)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="the policy files are a path or a list of paths, not NoneType"):
+        Gate.from_files(None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="a policy path is a str, bytes or os.PathLike, not NoneType"):
+        Gate.from_files([None])  # type: ignore[arg-type]
+
+
+def test_paths_may_come_from_a_generator_and_are_all_read(tmp_path):
+    """A generator is read once, and every path in it counts (a first pass that only checked the
+    types used it up, and the plan was then checked against no policy and passed)."""
+    plan = tmp_path / "drop.plan"
+    plan.write_text('plan p { step drop { call db.drop(database: "orders", env: "prod") risk irreversible } }')
+    policy = ROOT / "policies" / "baseline.policy"
+    expected = [d.name for d in check([plan], [policy]).diagnostics]
+    assert "policy-deny" in expected
+    assert [d.name for d in check((p for p in [plan]), (p for p in [policy])).diagnostics] == expected
+    compiled, result = compile_policy(p for p in [policy])
+    assert compiled is not None and result.exit_code() == 0
+    assert Gate.from_files(p for p in [policy]).policy == compiled
+    with pytest.raises(TypeError, match="the plan files are a path or a list of paths, not NoneType"):
+        check(None, [policy])  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="the policy files are a path or a list of paths, not int"):
+        check([plan], 3)  # type: ignore[arg-type]
 
 
 def test_a_retried_write_requires_an_idempotency_key_as_check_says():

@@ -10,13 +10,14 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import threading
 from contextlib import closing
 from typing import Any
 
 import pytest
 
 from plangate.runtime.canonical import content_hash
-from plangate.runtime.host import Runtime
+from plangate.runtime.host import RunError, Runtime
 from plangate.runtime.tools import ToolRegistry, tool
 from runtime_support import (
     DEMO_TOOLS,
@@ -1425,6 +1426,126 @@ def test_the_time_budget_stops_a_call_whose_time_bound_would_break_it(tmp_path, 
     assert report.steps["b"]["reason"] == (f"the call may take 300s: after 360.1s so far the run could take 660.1s, "
                                            f"over {who}")
     assert [call[0] for call in toolbox.calls] == ["t.read"]
+
+
+# ------------------------------------------------------------------ one runtime, many threads
+def test_a_runtime_made_in_one_thread_runs_and_approves_from_others(box):
+    """An agent's runtime is shared: its journal gives each thread its own connection."""
+    toolbox, runtime = box
+    run = start_plan(runtime, '  step send { call t.send(to: "ops") idempotency "k" approval by role "operator" }')
+    outcomes: list[Any] = []
+
+    def in_thread(work) -> None:
+        thread = threading.Thread(target=lambda: outcomes.append(work()))
+        thread.start()
+        thread.join()
+
+    in_thread(lambda: runtime.advance(run).state)
+    in_thread(lambda: runtime.approve(run, "send", "al", "operator")["approver"])
+    in_thread(lambda: runtime.advance(run).state)
+    assert outcomes == ["paused", "al", "succeeded"] and toolbox.calls == [("t.send", "ops", "k")]
+    assert runtime.journal.verify(run) == []
+
+
+def test_two_threads_of_one_runtime_never_run_one_run_at_once(tmp_path):
+    """The run's lock excludes another thread of the same runtime as it excludes another process:
+    the second `advance` waits, then is refused naming the thread, and the call is made once."""
+    entered, release = threading.Event(), threading.Event()
+    calls: list[str] = []
+
+    @tool("t.write")
+    def write(name: str, idempotency_key: str) -> dict:
+        calls.append(name)
+        entered.set()
+        release.wait(10)
+        return {"name": name}
+
+    registry = ToolRegistry()
+    registry.register(write)
+    with runtime_at(tmp_path / "journal.db", registry) as runtime:
+        run = start_plan(runtime, '  step w { call t.write(name: "n") risk reversible_write idempotency "k" }')
+        first = threading.Thread(target=runtime.advance, args=(run,))
+        first.start()
+        assert entered.wait(10)
+        with pytest.raises(RunError, match="is being executed by another thread of process"):
+            runtime.advance(run)
+        assert runtime.view(run).held_by == f"another thread of process {os.getpid()}"
+        assert runtime.view(run).states["w"] == "running"
+        release.set()
+        first.join()
+        assert calls == ["n"] and runtime.view(run).states["w"] == "succeeded"
+
+
+def test_two_runs_advance_at_once_from_two_threads_of_one_runtime(tmp_path):
+    both_inside = threading.Barrier(2, timeout=10)  # each call returns only once both are being made
+
+    @tool("t.write")
+    def write(name: str, idempotency_key: str) -> dict:
+        both_inside.wait()
+        return {"name": name}
+
+    registry = ToolRegistry()
+    registry.register(write)
+    with runtime_at(tmp_path / "journal.db", registry) as runtime:
+        runs = [start_plan(runtime, f'  step w {{ call t.write(name: "{name}") risk reversible_write idempotency "{name}" }}')
+                for name in ("a", "b")]
+        states: list[str] = []
+        threads = [threading.Thread(target=lambda run=run: states.append(runtime.advance(run).state)) for run in runs]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert states == ["succeeded", "succeeded"]
+        assert all(runtime.journal.verify(run) == [] for run in runs)
+
+
+def test_views_folded_by_many_threads_at_once_agree_with_the_journal(box):
+    """Threads share the runtime's folded state of a run: views taken while it grows are each the
+    fold of the journal up to their head (two views of one head agree), and the last is a fresh fold's."""
+    toolbox, runtime = box
+    run = start_plan(runtime, "\n".join(f'  step r{i} {{ call t.read(key: "k{i}") }}' for i in range(30)))
+    views: list[Any] = []
+    advancing = threading.Thread(target=runtime.advance, args=(run,))
+
+    def watch() -> None:
+        while advancing.is_alive():
+            views.append(runtime.view(run))
+
+    threads = [threading.Thread(target=watch) for _ in range(3)]
+    advancing.start()
+    for thread in threads:
+        thread.start()
+    for thread in [advancing, *threads]:
+        thread.join()
+    final = runtime.view(run)
+    assert set(final.states.values()) == {"succeeded"} and len(final.states) == 30
+    with runtime_at(runtime.journal.path, toolbox.registry()) as fresh:  # folded afresh from the journal
+        assert fresh.view(run).states == final.states and fresh.view(run).head == final.head
+    by_head: dict[tuple[int, str], dict[str, str]] = {}
+    for view in views:
+        assert by_head.setdefault(view.head, view.states) == view.states
+    assert len(by_head) > 1  # the views saw the run grow
+
+
+def test_misused_runtime_arguments_are_type_errors(tmp_path, box):
+    toolbox, runtime = box
+    with pytest.raises(TypeError, match="`tools` is a ToolRegistry"):
+        Runtime(tmp_path / "other.db", [toolbox.registry()])  # type: ignore[arg-type]
+    run = start_plan(runtime, '  step send { call t.send(to: "ops") idempotency "k" approval by role "operator" }')
+    runtime.advance(run)
+    with pytest.raises(TypeError, match="an approver and a role are strings, not NoneType and str"):
+        runtime.approve(run, "send", None, "operator")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="`shown` is the dict `approval_call` returned, not str"):
+        runtime.approve(run, "send", "al", "operator", shown="x")  # type: ignore[arg-type]
+    with pytest.raises(RunError, match=r"the approver's name `al\\udcff` holds a byte that is not UTF-8 text"):
+        runtime.approve(run, "send", "al\udcff", "operator")
+    with pytest.raises(RunError, match=r"the run id `r\\udcff` holds a byte that is not UTF-8 text; no run has it"):
+        runtime.view("r\udcff")
+    crash_after_intent(runtime, run, "n", "k2")
+    with pytest.raises(TypeError, match="`happened` is a bool and `by` a str, not str and str"):
+        runtime.reconcile(run, "w", "no", "bob")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="not bool and NoneType"):
+        runtime.reconcile(run, "w", False, None)  # type: ignore[arg-type]
 
 
 # ------------------------------------------------------------------ how a run ends, and its evidence

@@ -122,16 +122,7 @@ def check(plan_paths: Sequence[str | os.PathLike[str]], policy_paths: Sequence[s
           options: dict | None = None) -> CheckResult:
     """Check plan files against policy files (the `plangate check` command); one path alone may be
     given as itself."""
-    if isinstance(plan_paths, (str, bytes, os.PathLike)):
-        plan_paths = [plan_paths]
-    if isinstance(policy_paths, (str, bytes, os.PathLike)):
-        policy_paths = [policy_paths]
-    for path in [*plan_paths, *policy_paths]:
-        if not isinstance(path, (str, bytes, os.PathLike)):
-            raise TypeError(f"a path is a str, bytes or os.PathLike, not {type(path).__name__}")
-    plan_paths = [os.fsdecode(path) for path in plan_paths]
-    policy_paths = [os.fsdecode(path) for path in policy_paths]
-    plan_paths, policy_paths = once_each(plan_paths), once_each(policy_paths)
+    plan_paths, policy_paths = once_each(as_paths(plan_paths, "plan")), once_each(as_paths(policy_paths, "policy"))
     # A file given among the plans and with `--policy` (`check *.plan *.policy --policy base.policy`)
     # is read once, as a policy: its mistakes are reported once.
     as_policy = {os.path.realpath(path) for path in policy_paths}
@@ -190,6 +181,21 @@ def read_sources(paths: Iterable[str | os.PathLike[str]], diagnostics: list[Diag
         else:
             diagnostics.append(source)
     return sources
+
+
+def as_paths(paths: object, what: str) -> list[str]:
+    """Paths given to the API — one path, or any iterable of them (a generator is read once) — as a
+    list of str; a clear `TypeError` for anything else."""
+    if isinstance(paths, (str, bytes, os.PathLike)):
+        paths = [paths]
+    if not isinstance(paths, Iterable):
+        raise TypeError(f"the {what} files are a path or a list of paths, not {type(paths).__name__}")
+    found = []
+    for path in paths:
+        if not isinstance(path, (str, bytes, os.PathLike)):
+            raise TypeError(f"a {what} path is a str, bytes or os.PathLike, not {type(path).__name__}")
+        found.append(os.fsdecode(path))
+    return found
 
 
 def as_sources(items: object, what: str) -> list[SourceFile]:

@@ -30,10 +30,10 @@ from __future__ import annotations
 import functools
 import os
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from plangate.diagnostics import Diagnostic, Severity
-from plangate.driver import CheckResult, as_sources, check_sources, policy_set, read_sources
+from plangate.driver import CheckResult, as_paths, as_sources, check_sources, policy_set, read_sources
 from plangate.ir.nodes import RISK_NAMES, Plan, Risk, RiskRef, Step, ToolCall
 from plangate.policy.compiled import CompiledPolicy
 from plangate.source import SourceFile
@@ -96,12 +96,8 @@ class Gate:
     def from_files(cls, paths: Sequence[str | bytes | os.PathLike[str]] | str | bytes | os.PathLike[str]) -> "Gate":
         """Policies read from files (one path may be given as itself); `GateError` when any cannot
         be read or has an error."""
-        if isinstance(paths, (str, bytes, os.PathLike)):
-            paths = [paths]
-        if not isinstance(paths, Iterable) or not all(isinstance(path, (str, bytes, os.PathLike)) for path in paths):
-            raise TypeError("the policies are paths: a str, bytes or os.PathLike, or a list of them")
         problems: list[Diagnostic] = []
-        sources = read_sources(paths, problems)
+        sources = read_sources(as_paths(paths, "policy"), problems)
         if problems:
             raise GateError(problems)
         return cls.from_sources([(source.name, source.text) for source in sources])

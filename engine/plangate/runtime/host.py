@@ -155,6 +155,7 @@ class RunView:
     cost: float = 0.0
     run_state: str = "running"
     held_by: str | None = None  # another live process that holds the run's lock (it is executing)
+    head: tuple[int, str] = (0, "")  # the (seq, hash) of the last record folded into this view
     settled_by: dict[str, str] = field(default_factory=dict)  # step → who settled its last result by hand or hook
     # Completed steps that a later plan version dropped: the step as it was, for its rollback.
     dropped: dict[str, Step] = field(default_factory=dict)
@@ -231,14 +232,18 @@ class Runtime:
                  clock: Callable[[], float] = time.time,
                  fault: Callable[[str, str], None] = _fault) -> None:
         """`journal` is an open `Journal` or the path of one (opened, and created if need be)."""
+        if tools is not None and not isinstance(tools, ToolRegistry):
+            raise TypeError(f"`tools` is a ToolRegistry (`ToolRegistry().register(...)` or `.load(...)`), "
+                            f"not {type(tools).__name__}")
         self.journal = journal if isinstance(journal, Journal) else Journal.open(journal)
-        self.tools = tools or ToolRegistry()
+        self.tools = tools if tools is not None else ToolRegistry()
         self.clock = clock
         self.fault = fault
         self._locks = RunLocks(self.journal.path)
         # run → (state folded from the journal, (seq, hash) of the last record folded): a cache
         # of what the journal says, checked against the chain on every read, never a second truth.
         self._folded: dict[str, tuple[RunView, tuple[int, str]]] = {}
+        self._folded_mutex = threading.Lock()
         # run → the calls this process abandoned past their timeout that have not returned yet, each
         # with its step and how long a run waits for it when nothing else can start: such a call
         # still takes a worker under `limit concurrency` and may still take effect, so its step's
@@ -323,20 +328,22 @@ class Runtime:
         whole chain; later ones read and verify only the records appended since, and fold them
         into a copy of the last folded state (which is derived from the journal alone)."""
         _require_run_id(run)
-        cached = self._folded.get(run)
-        if cached is None:
-            folded, last = self._fold_whole(run)
-        else:
-            folded, (seq, record_hash) = cached
-            records, problems = self.journal.records_since(run, seq, record_hash)
-            if problems:
-                self._folded.pop(run, None)
-                raise RunError("the journal of run `%s` is damaged: %s" % (run, "; ".join(map(str, problems[:3]))))
-            for record in records:
-                _fold(folded, record)
-            last = (records[-1].seq, records[-1].hash) if records else (seq, record_hash)
-        self._folded[run] = (folded, last)
-        view = _copy_view(folded)
+        with self._folded_mutex:  # threads sharing this runtime fold into one cached state
+            cached = self._folded.get(run)
+            if cached is None:
+                folded, last = self._fold_whole(run)
+            else:
+                folded, (seq, record_hash) = cached
+                records, problems = self.journal.records_since(run, seq, record_hash)
+                if problems:
+                    self._folded.pop(run, None)
+                    raise RunError("the journal of run `%s` is damaged: %s" % (run, "; ".join(map(str, problems[:3]))))
+                for record in records:
+                    _fold(folded, record)
+                last = (records[-1].seq, records[-1].hash) if records else (seq, record_hash)
+            self._folded[run] = (folded, last)
+            view = _copy_view(folded)
+        view.head = last
         view.held_by = self._locks.holder(run)
         for step_id in view.open_intents:
             if view.held_by is not None:  # the process that holds the run is making this call now
@@ -837,7 +844,10 @@ class Runtime:
         """The exact call an approval of `step_id` by `role` would bind to now: tool, arguments,
         their canonical hash, plan hash and version, and how long it would last. Refuses an ended
         run, an unknown step, a call not yet known and a role the step does not need."""
-        view = self.view(run)
+        return self._approval_call(self.view(run), step_id, role)
+
+    def _approval_call(self, view: RunView, step_id: str, role: str) -> dict[str, Any]:
+        run = view.run
         if view.run_state in ENDED:
             raise RunError(f"run `{run}` has ended ({view.run_state}): there is nothing left to approve")
         if view.run_state == "aborting":
@@ -867,12 +877,16 @@ class Runtime:
         `approval_call` returned when the call was displayed) it binds to that call and is refused
         if the step's call is no longer that one. The check and the record are one atomic step: the
         record is appended only if no other record of the run came in between (else both again)."""
-        approver, role = approver.strip(), role.strip()  # `--as "al "` is `al`: one person, counted once
+        if not isinstance(approver, str) or not isinstance(role, str):
+            raise TypeError(f"an approver and a role are strings, not {type(approver).__name__} and {type(role).__name__}")
+        if shown is not None and not isinstance(shown, dict):
+            raise TypeError(f"`shown` is the dict `approval_call` returned, not {type(shown).__name__}")
+        approver, role = _name_text(approver, "approver's name"), _name_text(role, "role")
         if not approver or not role:
             raise RunError("an approval needs an approver's name and a role (`--as NAME --role ROLE`), not blanks")
         for _ in range(50):
-            call = self.approval_call(run, step_id, role)
-            head = self._folded[run][1]
+            view = self.view(run)
+            call, head = self._approval_call(view, step_id, role), view.head
             if shown is not None:
                 changed = [what for what in ("plan_hash", "plan_version", "tool", "args_hash")
                            if shown.get(what) != call[what]]
@@ -929,7 +943,10 @@ class Runtime:
             self._reconcile(run, step_id, happened, by, result)
 
     def _reconcile(self, run: str, step_id: str, happened: bool, by: str, result: Any) -> None:
-        by = by.strip()  # as an approver's name: `--as "al "` is `al`
+        if not isinstance(happened, bool) or not isinstance(by, str):
+            raise TypeError(f"`happened` is a bool and `by` a str, not {type(happened).__name__} "
+                            f"and {type(by).__name__}")
+        by = _name_text(by, "name of the person settling it")
         if not by:
             raise RunError("settling an outcome needs the name of who settles it (`--as NAME`), not blanks")
         view = self.view(run)
@@ -1230,9 +1247,27 @@ def _require_text(plan_text: object, plan_file: object) -> None:
         raise TypeError(f"the plan's file name must be a str, not {type(plan_file).__name__}")
 
 
+def _name_text(name: str, what: str) -> str:
+    """A person's or role's name as journaled: stripped (`--as "al "` is `al`: one person, counted
+    once); a `RunError` for one holding an undecodable byte (a command line in another encoding),
+    which JSON text cannot keep."""
+    name = name.strip()
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = name.encode("utf-8", "backslashreplace").decode("utf-8")
+        raise RunError(f"the {what} `{shown}` holds a byte that is not UTF-8 text; nothing was recorded") from None
+    return name
+
+
 def _require_run_id(run: object) -> None:
     if not isinstance(run, str):
         raise TypeError(f"a run id is a str, not {type(run).__name__}")
+    try:
+        run.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = run.encode("utf-8", "backslashreplace").decode("utf-8")
+        raise RunError(f"the run id `{shown}` holds a byte that is not UTF-8 text; no run has it") from None
 
 
 def _load(plan_text: str, plan_file: str, policy_texts: list[tuple[str, str]],

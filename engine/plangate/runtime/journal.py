@@ -59,11 +59,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator, NamedTuple
+from typing import Any, Callable, Iterator, NamedTuple
 
 from plangate.runtime.canonical import HASH_PREFIX, canonical_json, content_hash
 
@@ -189,11 +190,36 @@ class StepState(NamedTuple):
 
 
 class Journal:
-    """One open journal file. A `Journal` belongs to one thread; open one per thread or process."""
+    """One open journal file, usable from any thread: each thread reads and writes through its own
+    SQLite connection (opened on its first use, all closed by `close`), so SQLite's own locking
+    keeps one thread's transaction whole against another's, as between processes."""
 
-    def __init__(self, connection: sqlite3.Connection, path: Path) -> None:
-        self._connection = connection
+    def __init__(self, connection: sqlite3.Connection, path: Path, connect: Callable[[], sqlite3.Connection]) -> None:
         self.path = path
+        self._connect = connect  # another connection to the same file, set up as the first was
+        self._local = threading.local()
+        self._local.connection = connection
+        self._connections: list[sqlite3.Connection] | None = [connection]  # None once closed
+        self._connections_mutex = threading.Lock()
+
+    @property
+    def _connection(self) -> sqlite3.Connection:
+        """This thread's connection to the journal."""
+        connection = getattr(self._local, "connection", None)
+        if connection is None:
+            if self._connections is None:
+                raise JournalError(f"the journal {self.path} is closed")
+            try:
+                connection = self._connect()
+            except (OSError, sqlite3.Error) as error:
+                raise JournalError(f"cannot open the journal {self.path}: {error}") from None
+            with self._connections_mutex:
+                if self._connections is None:  # closed meanwhile
+                    connection.close()
+                    raise JournalError(f"the journal {self.path} is closed")
+                self._connections.append(connection)
+            self._local.connection = connection
+        return connection
 
     @classmethod
     def open(cls, path: str | Path, *, read_only: bool = False, create: bool = True) -> Journal:
@@ -202,19 +228,22 @@ class Journal:
         path = Path(path)
         if (read_only or not create) and not path.is_file():
             raise JournalError(f"there is no journal at {path}")
-        try:
+
+        def connect() -> sqlite3.Connection:  # check_same_thread: `close` closes every thread's
             if read_only:
-                connection = sqlite3.connect(
-                    f"{path.resolve().as_uri()}?mode=ro",
-                    uri=True,
-                    isolation_level=None,
-                    timeout=BUSY_TIMEOUT_SECONDS,
-                )
-            else:
+                return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None,
+                                       timeout=BUSY_TIMEOUT_SECONDS, check_same_thread=False)
+            return sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_SECONDS, check_same_thread=False)
+
+        def connect_again() -> sqlite3.Connection:
+            connection = connect()
+            connection.execute("PRAGMA synchronous=FULL")  # a setting of each connection, not of the file
+            return connection
+
+        try:
+            if not read_only:
                 path.parent.mkdir(parents=True, exist_ok=True)
-                connection = sqlite3.connect(
-                    path, isolation_level=None, timeout=BUSY_TIMEOUT_SECONDS
-                )
+            connection = connect()
         except (OSError, sqlite3.Error) as error:
             raise JournalError(f"cannot open the journal {path}: {error}") from None
         try:
@@ -224,10 +253,13 @@ class Journal:
         if problem:
             connection.close()
             raise JournalError(f"{path}: {problem}")
-        return cls(connection, path)
+        return cls(connection, path, connect_again)
 
     def close(self) -> None:
-        self._connection.close()
+        with self._connections_mutex:
+            connections, self._connections = self._connections or [], None
+        for connection in connections:
+            connection.close()
 
     def __enter__(self) -> Journal:
         return self

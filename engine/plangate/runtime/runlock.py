@@ -16,8 +16,11 @@ held until that call returns (the release function runs from the call's thread),
 process settles or repeats a call that is still in flight.
 
 Acquiring tries for a short while (`WAIT_SECONDS`: a reader's probe holds the lock for an instant)
-and then raises `RunBusy` naming the holder. Within one `RunLocks` the lock is re-entrant: a
-`plangate run` that records a new version and then advances holds it once across both.
+and then raises `RunBusy` naming the holder. Within one thread of a `RunLocks` the lock is
+re-entrant: a `plangate run` that records a new version and then advances holds it once across
+both. The threads of one `Runtime` share its `RunLocks` and exclude each other as processes do: a
+thread inside another's hold waits as long and is refused the same way (a run held only by pins is
+taken by whichever thread asks, as the `Runtime` that made those calls tracks them).
 
 `holder(run)` tells a reader (`plangate status`) whether a live process holds the run, with a
 shared, non-blocking probe; it never creates a file, so it works on a read-only journal.
@@ -33,6 +36,7 @@ import socket
 import threading
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -43,60 +47,100 @@ class RunBusy(Exception):
     """Another live process holds the run; the message names it."""
 
 
+@dataclass
+class _Hold:
+    """This process's hold on one run: the locked file, how many `hold` blocks of its owner thread
+    are open, and how many pins (calls in flight) keep it."""
+
+    descriptor: int | None  # None while the owner is still acquiring it
+    owner: int | None  # the thread inside a `hold` block; None when only pins keep the run
+    holds: int = 0
+    pins: int = 0
+
+
 class RunLocks:
-    """The locks of the runs of one journal, as held by one `Runtime`."""
+    """The locks of the runs of one journal, as held by one `Runtime` (from any of its threads)."""
 
     def __init__(self, journal_path: Path) -> None:
         self.directory = journal_path.with_name(journal_path.name + ".locks")
-        self._held: dict[str, tuple[int, int]] = {}  # run → (file descriptor, depth)
-        self._mutex = threading.Lock()  # `pin`'s release runs in a tool's thread
+        self._held: dict[str, _Hold] = {}
+        self._mutex = threading.Lock()  # threads share the holds; `pin`'s release runs in a tool's thread
 
     def path(self, run: str) -> Path:
         return self.directory / (hashlib.sha256(run.encode()).hexdigest()[:32] + ".lock")
 
     @contextmanager
     def hold(self, run: str) -> Iterator[None]:
-        """Hold the run's lock for the block (re-entrant); `RunBusy` if another holder has it."""
-        with self._mutex:
-            held = self._held.get(run)
-            if held is not None:
-                self._held[run] = (held[0], held[1] + 1)
-        if held is None:
-            descriptor = self._acquire(run)
+        """Hold the run's lock for the block; `RunBusy` if another holder has it. Re-entrant within a
+        thread; another thread of this `RunLocks` is refused like another process (after the same
+        wait), except where only pins keep the run: a call in flight, which the `Runtime` tracks."""
+        me = threading.get_ident()
+        deadline = time.monotonic() + WAIT_SECONDS
+        while True:
             with self._mutex:
-                self._held[run] = (descriptor, 1)
+                held = self._held.get(run)
+                if held is None:
+                    held = self._held[run] = _Hold(None, me, holds=1)
+                    acquire = True
+                    break
+                if held.owner in (me, None):
+                    held.owner = me
+                    held.holds += 1
+                    acquire = False
+                    break
+            if time.monotonic() >= deadline:
+                raise RunBusy(f"run `{run}` is being executed by another thread of process {os.getpid()}")
+            time.sleep(0.05)
+        if acquire:
+            try:
+                descriptor = self._acquire(run)
+            except BaseException:
+                with self._mutex:
+                    del self._held[run]
+                raise
+            with self._mutex:
+                held.descriptor = descriptor
         try:
             yield
         finally:
-            self._release(run)
+            with self._mutex:
+                held.holds -= 1
+                if held.holds == 0:
+                    held.owner = None
+                self._let_go(run, held)
 
     def pin(self, run: str) -> Callable[[], None]:
         """Keep the run (held now) held until the returned function is called, from any thread."""
         with self._mutex:
-            descriptor, depth = self._held[run]
-            self._held[run] = (descriptor, depth + 1)
+            held = self._held[run]
+            held.pins += 1
         released = threading.Event()
 
         def release() -> None:
             if not released.is_set():
                 released.set()
-                self._release(run)
+                with self._mutex:
+                    held.pins -= 1
+                    self._let_go(run, held)
         return release
 
-    def _release(self, run: str) -> None:
-        with self._mutex:
-            descriptor, depth = self._held[run]
-            if depth > 1:
-                self._held[run] = (descriptor, depth - 1)
-                return
-            del self._held[run]
-            os.ftruncate(descriptor, 0)
-            os.close(descriptor)  # closing the last descriptor releases the lock
+    def _let_go(self, run: str, held: _Hold) -> None:
+        """Unlock the run once nothing keeps it (called with the mutex held)."""
+        if held.holds or held.pins:
+            return
+        del self._held[run]
+        assert held.descriptor is not None
+        os.ftruncate(held.descriptor, 0)
+        os.close(held.descriptor)  # closing the last descriptor releases the lock
 
     def holder(self, run: str) -> str | None:
-        """'process N on HOST' when another live process holds the run, else None."""
-        if run in self._held:
-            return None
+        """'process N on HOST' when another live process holds the run, 'another thread of process
+        N' when another thread of this `RunLocks` does; else None."""
+        with self._mutex:
+            held = self._held.get(run)
+            if held is not None:
+                busy = held.owner is not None and held.owner != threading.get_ident()
+                return f"another thread of process {os.getpid()}" if busy else None
         try:
             descriptor = os.open(self.path(run), os.O_RDONLY)
         except OSError:
