@@ -211,6 +211,44 @@ def test_an_opaque_condition_and_its_negation_are_exclusive(first, second):
     assert "`4 usd`" in found.message and any("run-time conditions of" in note for note in found.notes)
 
 
+@pytest.mark.parametrize("first, second", [
+    ("x.result.v == 1.5", "x.result.v + 1 == 3"),
+    ("x.result.v > 1 && x.result.v < 2", "x.result.v % 2 == 1"),
+])
+@pytest.mark.parametrize("order", ["as written", "reversed"])
+def test_int_arithmetic_on_a_value_in_one_condition_keeps_its_double_values_in_another(first, second, order):
+    """At run time `x.result.v` = 1.5 runs the first step and makes the second's int arithmetic an
+    error (so it is skipped): the double worlds of the first condition stay, in either order."""
+    steps = [f"step a {{ call t.a() when {first} cost 5 usd }}", f"step b {{ call t.b() when {second} cost 1 usd }}"]
+    if order == "reversed":
+        steps.reverse()
+    plan = "plan p {\n  budget { cost <= 1 usd }\n  step x { call t.x() }\n  " + "\n  ".join(steps) + "\n}"
+    [found] = diagnostics(plan)
+    assert found.name == "budget-exceeded" and "`5 usd`" in found.message
+    witness = next(note for note in found.notes if note.startswith("conditions that hold"))
+    assert "`a`" in witness and "`b`" not in witness
+
+
+@pytest.mark.parametrize("other, together", [
+    ("x.result.v > 0", False), ('x.result.v.startsWith("a")', False), ("x.result.v", False),
+    ("x.result.v != 3", True), ("!(x.result.v == 3)", True),
+])
+def test_a_null_test_is_exclusive_with_the_uses_a_null_fails(other, together):
+    """`v == null` holds only for a null, which no comparison, method or condition takes (each is
+    an error there, and does not fire), but which is unequal to everything."""
+    plan = f"""plan p {{
+      budget {{ cost <= 5 usd }}
+      step x {{ call t.x() }}
+      step a {{ call t.a() when x.result.v == null cost 5 usd }}
+      step b {{ call t.b() when {other} cost 5 usd }}
+    }}"""
+    found = diagnostics(plan)
+    if together:
+        assert [d.name for d in found] == ["budget-exceeded"] and "`10 usd`" in found[0].message
+    else:
+        assert found == []
+
+
 def test_an_undecided_solver_is_budget_unknown():
     found = diagnostics(BRANCHES.format(first="x.result.n * 2 > 5", second="x.result.n * 2 < 3"),
                         solver_time_bound=1e-9)  # arithmetic: not a simple condition, so the solver decides

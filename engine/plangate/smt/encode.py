@@ -23,9 +23,11 @@ Invariants:
   a condition (Bool). Two `dyn` values compared only with each other share one class (ordered:
   numbers; equal: an Int if nothing else decides). A value with fields is a map. A run-time
   value that became a real by meeting numbers is still a *number* of either kind: declared an
-  int (an int argument passed as `n: x.result.n`) or taking part in int arithmetic, it stays a
-  real constant asserted whole (`is_int`) and reads as `(to_int x)` where an int is needed, so
-  `x.result.n > 0` guards `args.n < 0`; double arithmetic fixes it (or a value of no sort yet) as
+  int (an int argument passed as `n: x.result.n`), it stays a real constant asserted whole
+  (`is_int`) and reads as `(to_int x)` where an int is needed, so `x.result.n > 0` guards
+  `args.n < 0`; taking part in int arithmetic, it reads as `(to_int x)` there, defined only where
+  it is whole (a double there is an error: that use does not fire, its other uses keep their
+  double values, as at run time); double arithmetic fixes it (or a value of no sort yet) as
   a double, and negation, or `+ - *` with other values of no sort yet, makes a value of no sort yet
   a number of either kind (reals hold every int and double outcome; `/` and `%` there are outside
   the subset, as a real quotient is not an int one). A witness shows a
@@ -144,7 +146,7 @@ class Error:
 class SortClass:
     """A union-find node: values that must share one sort, and that sort once known."""
 
-    __slots__ = ("parent", "sort", "paths", "declared", "number", "integral", "double", "duration")
+    __slots__ = ("parent", "sort", "paths", "declared", "number", "integral", "int_use", "double", "duration")
 
     def __init__(self, sort: str | None = None, path: str | None = None, declared: bool = False) -> None:
         self.parent: SortClass = self
@@ -152,10 +154,11 @@ class SortClass:
         self.paths: list[str] = [path] if path else []
         self.declared = declared  # the sort is a declared type or a constant's, not inferred from use
         # A "Real" only because it was compared with numbers: an int or a double at run time. It
-        # may still turn out to be an int (`integral`: declared so, or in int arithmetic), unless
-        # double arithmetic has fixed it as a double.
+        # may still turn out to be an int (`integral`: declared so), unless double arithmetic has
+        # fixed it as a double.
         self.number = False
         self.integral = False
+        self.int_use = False  # a number of either kind in int arithmetic: a whole witness shows an int
         self.double = False  # met a double (a literal or a declared one): a witness shows a double
         self.duration = False  # compared with a duration (as seconds): a witness shows a duration
 
@@ -411,6 +414,11 @@ class Encoder:
                     facts.append(f"(assert (and (is_int {variable.name}) (<= {real_text(Fraction(INT_MIN))} {variable.name}) "
                                  f"(<= {variable.name} {real_text(Fraction(INT_MAX))})))")
         lines.extend(f"(declare-const {atom.name} Bool)" for atom in self.atoms.values())
+        for key, atom in self.atoms.items():  # a null has none of the sorts a value's uses give it
+            variable = atom.variable
+            if key[0] == "null" and variable is not None and variable.used and variable.fits != "true" \
+                    and set(variable.sort.find().paths) <= {variable.path}:  # (two run-time values equal when both null)
+                facts.append(f"(assert (=> {atom.name} (not {variable.fits})))")
         for variable in self.sizes:  # a size is a 64-bit count, at least the number of keys known present
             lines.append(f"(declare-const {variable.size} Int)")
             keys = [f"(ite {child.presence} 1 0)" for child in self.variables.values() if child.parent is variable]
@@ -469,8 +477,9 @@ class Encoder:
             if isinstance(value, list):  # a real: a run-time number of unknown kind reads as an int if whole
                 number = Fraction(value[0], value[1])
                 root = variable.sort.find()
-                whole = number.denominator == 1 and (root.integral or not (root.declared or root.double
-                                                                          or id(root) in fractional))
+                whole = number.denominator == 1 and (
+                    root.integral or (root.int_use and root.number)
+                    or not (root.declared or root.double or id(root) in fractional))
                 value = int(number) if whole else float(number)
                 if root.duration:
                     value = Duration.from_seconds(number)
@@ -881,15 +890,22 @@ class Encoder:
         raise Unsupported(self._mismatch(ra, rb, culprit))
 
     def as_int_if_integral(self, term: Term, other: Term | None) -> Term:
-        """A number known to be an int (or meeting an int in arithmetic, which only an int takes)
-        as an Int term: `(to_int x)` of its real constant, which `declarations` says is whole."""
+        """A number known to be an int, or meeting an int in arithmetic (which only an int takes), as
+        an Int term: `(to_int x)` of its real constant. Declared an int, it is whole everywhere
+        (`declarations` says so); a number of either kind is an int only where this arithmetic is
+        defined — `(is_int x)` within 64 bits is part of its `defined` —, so another condition on
+        the same value (`x == 1.5`, where `x + 1` errors and does not fire) keeps its double worlds."""
         root = term.sort.find()
         if root.sort != "Real" or not root.number:
             return term
-        if not root.integral and (other is None or other.sort.find().sort != "Int"):
+        if root.integral:
+            return Term(f"(to_int {term.text})", self._fixed["Int"], term.defined, term.mismatch)
+        if other is None or other.sort.find().sort != "Int":
             return term
-        root.integral = True
-        return Term(f"(to_int {term.text})", self._fixed["Int"], term.defined, term.mismatch)
+        root.int_use = True
+        whole = (f"(and (is_int {term.text}) (<= {real_text(Fraction(INT_MIN))} {term.text}) "
+                 f"(<= {term.text} {real_text(Fraction(INT_MAX))}))")
+        return Term(f"(to_int {term.text})", self._fixed["Int"], conj(term.defined, whole), term.mismatch)
 
     @staticmethod
     def real(term: Term) -> str:
@@ -980,6 +996,12 @@ class Encoder:
                 # it is one or the other, and either way some use of it is an error; which one
                 # matters to the verdict, so the solver does not pick one.
                 raise Unsupported(f"{_named(mine.sort.find())} is used inconsistently: as an int and as a double")
+        for mine, other in ((a, b), (b, a)):
+            root = mine.sort.find()
+            if root.sort is None and other.sort.find().sort == "Int":
+                # A run-time value of no sort yet in int arithmetic: a number of either kind, read
+                # as an int only where this arithmetic is defined (`as_int_if_integral`).
+                root.sort, root.number = "Real", True
         a = self.as_int_if_integral(a, b)
         b = self.as_int_if_integral(b, a)
         a = self.as_int_if_integral(a, b)
@@ -999,6 +1021,7 @@ class Encoder:
                 rb.parent = ra
                 ra.paths.extend(rb.paths)
                 ra.duration = ra.duration or rb.duration
+                ra.int_use = ra.int_use or rb.int_use
             text = f"({op} {a.text} {b.text})"
             in_range = (f"(=> (and (is_int {a.text}) (is_int {b.text})) (and (<= {real_text(Fraction(INT_MIN))} {text}) "
                         f"(<= {text} {real_text(Fraction(INT_MAX))})))")
