@@ -86,6 +86,9 @@ def verdict(text: str, activation: dict | None = None, time_bound: float = 5.0) 
     ("args.count - args.count == 0", "must"),
     ("no_such_variable == 1", "never"),  # an error: the condition never fires
     ("args.count == null", "never"),
+    ("x.result.v == null && x.result.v > 1", "never"),  # a null is no number: `> 1` is an error
+    ("x.result.v == null || x.result.v > 1", "may"),
+    ("x.result.v == null && x.result.v != 1", "may"),  # a null is unequal to everything
 ])
 def test_verdicts(text, outcome):
     result = verdict(text)
@@ -98,7 +101,6 @@ def test_verdicts(text, outcome):
     ("x.result.v == 1 && x.result.v == \"a\"", "inconsistently"),
     ("x.result.n > 2 && x.result.n.startsWith(\"a\")", "inconsistently"),
     ("x.result.n > 2 && x.result.n * 2.0 > 1.0 && x.result.n % 2 == 1", "inconsistently"),
-    ("x.result.v == null && x.result.v > 1", "`null`"),
     ("x.result.list[args.count] == 1", "index"),
     ("2u > 1u", "uint"),
 ])
