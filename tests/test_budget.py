@@ -15,6 +15,7 @@ import itertools
 import sys
 import time
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,7 @@ from plangate.checks.context import PlanContext
 from plangate.driver import check_sources
 from plangate.graph import build_graph
 from plangate.policy.compiled import compile_policies
+from plangate.smt import simple
 from plangate.smt.branches import StepResults
 from plangate.smt.decide import instantiate
 from plangate.source import SourceFile
@@ -254,6 +256,55 @@ def test_an_undecided_solver_is_budget_unknown():
                         solver_time_bound=1e-9)  # arithmetic: not a simple condition, so the solver decides
     assert names(found) == ["budget-unknown:error"]
     assert "timed out" in found[0].message and "between 0 usd and 120 usd" in found[0].notes[0]
+
+
+def test_the_search_for_simple_patterns_stops_at_the_time_bound():
+    """Pairwise tests of simple conditions are quadratic: many large components must not outlast
+    the budget's time bound (they once took 9 s under a bound of 1 s); a search cut short is
+    undecided and not remembered."""
+    ranges = [[simple.Atom("r0.result.v", ">=", Fraction(j)), simple.Atom("r0.result.v", "<=", Fraction(j + 1)),
+               simple.Atom("r0.result.v", "!=", Fraction(2 * j + 1, 2))] for j in range(40)]
+    assert simple.patterns(ranges, deadline=time.monotonic() - 1) is None
+    settled = simple.patterns(ranges)
+    assert settled is not None and len(settled) == 39  # neighbours meet at a whole number
+    lines = [f"step s{i} {{ call t.x() when x.result.f{i // 100} >= {i % 100} && x.result.f{i // 100} <= {i % 100 + 1}"
+             f" && x.result.f{i // 100} != {i % 100}.5 cost 1 usd }}" for i in range(600)]
+    plan = "plan p {\n  budget { cost <= 10 usd }\n  step x { call t.x() }\n  " + "\n  ".join(lines) + "\n}"
+    started = time.monotonic()
+    found = diagnostics(plan, solver_time_bound=0.05)
+    assert time.monotonic() - started < 10  # not a timing assertion on the check: a bound on a hang
+    assert names(found) == ["budget-unknown:error"] and "time bound of 0.05s" in found[0].message
+
+
+@pytest.mark.parametrize("condition", ["false", "x.result.go == true"])
+def test_a_skipped_step_on_the_critical_path_takes_no_time_in_the_witness(condition):
+    plan = f"""plan p {{
+      budget {{ time <= 1m }}
+      step x {{ call t.x() time 1m }}
+      step b after x {{ when {condition} call t.x() time 2m }}
+      step c after b {{ call t.x() time 1m }}
+    }}"""
+    found = [d for d in diagnostics(plan) if d.name == "budget-exceeded"]
+    assert len(found) == 1
+    path = next(note for note in found[0].notes if note.startswith("critical path"))
+    if condition == "false":
+        assert path == "critical path: `x` (1m) → `b` (skipped, 0s) → `c` (1m) = 2m"
+    else:  # b may run: its worst case runs it
+        assert path == "critical path: `x` (1m) → `b` (2m) → `c` (1m) = 4m"
+
+
+def test_a_query_that_exhausts_the_solvers_memory_is_budget_unknown():
+    """Z3 once took a 5-line plan past 2 GiB; its memory is bounded, and running out is unknown."""
+    plan = """plan p {
+      budget { calls <= 2 }
+      step x { call t.x() }
+      step a { call t.x() when size(x.result.s) == 2000000000 }
+      step b { call t.x() when x.result.s.contains("ab") }
+    }"""
+    found = diagnostics(plan)
+    assert names(found) == ["budget-unknown:error"]
+    assert found[0].message.endswith("the solver ran out of memory (its bound is 1024 MB)")
+    assert names(diagnostics(plan.replace("2000000000", "2"))) == ["budget-exceeded:error"]  # a fresh worker
 
 
 # -- time under a concurrency limit ----------------------------------------------------------

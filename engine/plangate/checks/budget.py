@@ -433,7 +433,7 @@ def _execution_notes(report: Report, finding: Finding) -> list[str]:
     if finding.verdict == "unprovable" and finding.schedule is None:
         return notes  # no execution was simulated: there is none to describe
     if figure == "time" and finding.schedule is None:
-        notes.append("critical path: " + _listed(worst.path, " → ", lambda i: _time_charge(loads, i))
+        notes.append("critical path: " + _listed(worst.path, " → ", lambda i: _time_charge(loads, i, runs[i]))
                      + f" = {_duration(worst.lower)}")
     elif finding.schedule is not None:
         notes.append(f"schedule with {finding.workers} at a time, ready steps started in topological order: "
@@ -503,7 +503,11 @@ def _cost_charge(report: Report, index: int) -> str:
     return f"`{loads.steps[index]}` ({attempts} attempts × {unit})"
 
 
-def _time_charge(loads: Loads, index: int) -> str:
+def _time_charge(loads: Loads, index: int, runs: bool) -> str:
+    """A step on the critical path with the time it takes there: none when it is skipped (it only
+    orders the steps after it)."""
+    if not runs:
+        return f"`{loads.steps[index]}` (skipped, 0s)"
     attempts, seconds = loads.attempts[index], loads.seconds[index]
     if attempts == 1:
         return f"`{loads.steps[index]}` ({_duration(seconds)})"

@@ -307,7 +307,8 @@ class Branches:
         self._possible_runs = None
         shapes: dict[str, int] = {}
         unique: list[solve.PatternGroup] = []
-        hard = [component for component in self.components if not self._settle_simply(component)]
+        deadline = time.monotonic() + self.time_bound  # one bound for the simple pass and the solver
+        hard = [component for component in self.components if not self._settle_simply(component, deadline)]
         for component in hard:
             group = self.pattern_group(component)
             if group.smt not in shapes:
@@ -315,7 +316,12 @@ class Branches:
                 unique.append(group)
         self.solved_by_worker = set(shapes)
         started = time.perf_counter()
-        answers = solve.maximal_patterns(unique, self.time_bound)
+        left = deadline - time.monotonic()
+        if left > 0:
+            answers = solve.maximal_patterns(unique, left)
+        else:
+            reason = f"the solver timed out: its time bound of {self.time_bound:g}s was spent before it could start"
+            answers = [solve.Patterns("unknown", reason=reason) for _ in unique]
         self.solver_seconds += time.perf_counter() - started
         for component in hard:
             assert component.group is not None and component.encoder is not None
@@ -326,12 +332,13 @@ class Branches:
             component.patterns = tuple(frozenset(component.guards[i] for i in found.fires) for found in answer.patterns)
             component.witnesses = tuple(component.encoder.decode(found.model) for found in answer.patterns)
 
-    def _settle_simply(self, component: Component) -> bool:
-        """Find the patterns without the solver when every condition is simple (`simple.py`)."""
+    def _settle_simply(self, component: Component, deadline: float) -> bool:
+        """Find the patterns without the solver when every condition is simple (`simple.py`), by
+        `deadline` (a `time.monotonic()` instant)."""
         found = component.atoms or [simple.atoms(self.guards[step].condition, self.steps) for step in component.guards]
         if any(atoms is None for atoms in found) or not simple.well_formed(found):  # type: ignore[arg-type]
             return False
-        settled = simple.patterns(found)  # type: ignore[arg-type]
+        settled = simple.patterns(found, deadline)  # type: ignore[arg-type]
         if settled is None:
             return False
         component.patterns = tuple(frozenset(component.guards[i] for i in pattern) for pattern, _ in settled)

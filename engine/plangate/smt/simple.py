@@ -24,17 +24,19 @@ clique can itself fire together, the maximal cliques are exactly the maximal set
 together — the patterns the budget check needs. If one cannot (a number excluded from a range
 that pairs of bounds leave open), or the cliques are too many, the component goes to the solver,
 as does one of over `MAX_CONDITIONS` conditions (the pairwise tests are quadratic and the clique
-search recursive, and neither is under the solver's time bound) — unless all its conditions can
-fire together, which one test of all the atoms settles first (`a.result.v > 1`, `> 2`, … `> 1000`).
+search recursive) — unless all its conditions can fire together, which one test of all the atoms
+settles first (`a.result.v > 1`, `> 2`, … `> 1000`). Both stop at the caller's deadline (the
+budget check's time bound, shared by every component and the solver), and the component then goes
+to the solver with what is left of it: many large components cannot outlast the bound.
 A witness for each pattern is built from the consistent atoms: the required value, a point inside
 the bounds that avoids the excluded ones, or a fresh string.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from fractions import Fraction
-from functools import lru_cache
 from typing import Mapping
 
 from plangate.cel.ast import Binary, Call, Expr, Ident, Index, ListExpr, Literal, Select, Unary
@@ -263,14 +265,33 @@ class DoubleLiteral(Fraction):
     """The value of a double literal: a witness compared with one shows a double (`101.0`)."""
 
 
-def patterns(conditions: list[list[Atom]]) -> list[tuple[frozenset[int], dict[str, object]]] | None:
+class _OutOfTime(Exception):
+    """The deadline passed before the patterns were found."""
+
+
+_ANSWERS: dict[tuple, tuple | None] = {}  # renamed conditions → their patterns (`patterns`)
+MAX_ANSWERS = 4096
+
+
+def patterns(conditions: list[list[Atom]], deadline: float | None = None) -> list[tuple[frozenset[int], dict[str, object]]] | None:
     """Every maximal set of the conditions that can fire together, with a witness of each; None
-    when the compatibility cliques do not settle it (the solver then decides). Conditions that
-    differ only in the steps they read share one answer (cached with the steps renamed)."""
+    when the compatibility cliques do not settle it (the solver then decides), or when `deadline`
+    (a `time.monotonic()` instant) passes first — the pairwise tests are quadratic, and many large
+    components must not outlast the solver's time bound. Conditions that differ only in the steps
+    they read share one answer (cached with the steps renamed; an answer cut short is not kept)."""
     steps: dict[str, str] = {}
     renamed = tuple(tuple(Atom(_rename(atom.path, steps), atom.op, atom.value) for atom in found)
                     for found in conditions)
-    settled = _patterns(renamed)
+    if renamed in _ANSWERS:
+        settled = _ANSWERS[renamed]
+    else:
+        try:
+            settled = _patterns(renamed, deadline)
+        except _OutOfTime:
+            return None
+        if len(_ANSWERS) >= MAX_ANSWERS:
+            _ANSWERS.clear()
+        _ANSWERS[renamed] = settled
     if settled is None:
         return None
     back = {name: step for step, name in steps.items()}
@@ -288,8 +309,12 @@ def _restore(path: str, back: dict[str, str]) -> str:
     return back[name] + "." + rest
 
 
-@lru_cache(maxsize=4096)
-def _patterns(conditions: tuple[tuple[Atom, ...], ...]) -> tuple[tuple[frozenset[int], dict[str, object]], ...] | None:
+def _patterns(conditions: tuple[tuple[Atom, ...], ...],
+              deadline: float | None) -> tuple[tuple[frozenset[int], dict[str, object]], ...] | None:
+    def on_time() -> None:
+        if deadline is not None and time.monotonic() > deadline:
+            raise _OutOfTime
+
     size = len(conditions)
     everything = [atom for found in conditions for atom in found]
     if consistent(everything):  # all can fire together: the one maximal set, found in one test
@@ -300,14 +325,17 @@ def _patterns(conditions: tuple[tuple[Atom, ...], ...]) -> tuple[tuple[frozenset
         return None
     if not all(consistent(list(found)) for found in conditions):
         alone = [index for index in range(size) if consistent(list(conditions[index]))]
-        inner = _patterns(tuple(conditions[index] for index in alone))
+        inner = _patterns(tuple(conditions[index] for index in alone), deadline)
         return None if inner is None else tuple((frozenset(alone[i] for i in pattern), witness)
                                                 for pattern, witness in inner)
-    neighbours = [{j for j in range(size) if j != i and consistent(list(conditions[i] + conditions[j]))}
-                  for i in range(size)]
+    neighbours: list[set[int]] = []
+    for i in range(size):
+        on_time()
+        neighbours.append({j for j in range(size) if j != i and consistent(list(conditions[i] + conditions[j]))})
     cliques: list[frozenset[int]] = []
 
     def expand(clique: set[int], candidates: set[int], excluded: set[int]) -> bool:
+        on_time()
         if not candidates and not excluded:
             cliques.append(frozenset(clique))
             return len(cliques) <= MAX_CLIQUES

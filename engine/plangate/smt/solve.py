@@ -121,6 +121,8 @@ class _Worker:
         if isinstance(reply, str):
             self.stop()
             return reply
+        if reply.get("exiting"):  # its last reply (it ran out of memory): the next request starts afresh
+            self.stop()
         if "error" in reply:
             return f"the solver rejected the query ({reply['error']})"
         return reply

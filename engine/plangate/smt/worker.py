@@ -14,6 +14,8 @@ Protocol: one JSON object per line in each direction. After importing z3 the wor
       → {"results": [{"status": "ok"|"unknown", "reason": R,
                       "patterns": [{"fires": [INDEX, ...], "model": {NAME: VALUE}}]}]}
 
+A reply with `"exiting": true` is the worker's last (it ran out of memory).
+
 `smt` is SMT-LIB2 text (declarations, definitions and assertions). `check` asks whether the
 assertions are satisfiable and reads the named constants in a model (model completion on).
 `patterns` computes the *maximal feasible subsets* of the Boolean constants `fires` under the
@@ -28,16 +30,31 @@ Values in models: Int → int, Real → [numerator, denominator], String → str
 decoded), Bool → bool. The
 request's `time_bound` covers the whole request: each Z3 call gets the time that remains as its
 own timeout, and queries reached after the bound answer "unknown" without running.
+
+Memory is bounded twice: Z3's `memory_max_size` (`MEMORY_MB`), past which a query answers
+"unknown", and the process's address space (`ADDRESS_SPACE_BYTES`), past which an allocation fails
+and the worker dies — which the parent reports as the solver stopping, as it does a timeout. A
+5-line plan (`size(s) == 2000000000` beside `s.contains("ab")`) once took this process past 2 GiB.
 """
 
 import json
 import re
+import resource
 import sys
 import time
 
+MEMORY_MB = 1024  # Z3's own bound: past it, a query answers "unknown" (memory exhausted)
+ADDRESS_SPACE_BYTES = 4 << 30  # the process's hard bound, should Z3 overrun its own: it then dies
+OUT_OF_MEMORY = f"the solver ran out of memory (its bound is {MEMORY_MB} MB)"
+
 
 def main() -> None:
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard == resource.RLIM_INFINITY or hard > ADDRESS_SPACE_BYTES:
+        resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_BYTES, ADDRESS_SPACE_BYTES))
     import z3
+
+    z3.set_param("memory_max_size", MEMORY_MB)
 
     sorts = {"Int": z3.IntSort(), "Real": z3.RealSort(), "String": z3.StringSort(), "Bool": z3.BoolSort()}
 
@@ -158,11 +175,24 @@ def main() -> None:
             outside = [choose[i] for i in range(len(fires)) if i not in grown]
             seeds.add(z3.Or(outside) if outside else z3.BoolVal(False))
 
+    exhausted = []  # set once Z3 ran out of memory: the worker answers, then exits (a fresh one follows)
+
+    def bounded(work, *arguments):
+        if exhausted:
+            return {"status": "unknown", "reason": OUT_OF_MEMORY}
+        try:
+            return work(*arguments)
+        except z3.Z3Exception as error:
+            if "memory" not in str(error):
+                raise
+            exhausted.append(True)
+            return {"status": "unknown", "reason": OUT_OF_MEMORY}
+
     def answer(request):
         deadline = Deadline(request["time_bound"])
         if request["op"] == "check":
-            return {"results": [check(query, deadline) for query in request["queries"]]}
-        return {"results": [patterns(group, deadline, request["max_patterns"]) for group in request["groups"]]}
+            return {"results": [bounded(check, query, deadline) for query in request["queries"]]}
+        return {"results": [bounded(patterns, group, deadline, request["max_patterns"]) for group in request["groups"]]}
 
     sys.stdout.write(json.dumps({"ready": z3.get_version_string()}) + "\n")
     sys.stdout.flush()
@@ -171,8 +201,12 @@ def main() -> None:
             reply = answer(json.loads(line))
         except Exception as error:  # a malformed query is reported to the parent, not fatal
             reply = {"error": f"{type(error).__name__}: {error}"}
+        if exhausted:
+            reply["exiting"] = True  # the parent stops this worker and starts another for what follows
         sys.stdout.write(json.dumps(reply) + "\n")
         sys.stdout.flush()
+        if exhausted:
+            return
 
 
 if __name__ == "__main__":
