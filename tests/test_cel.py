@@ -274,12 +274,17 @@ HOSTILE_CASES = [
     ('long_list.map(x, huge.matches("y")).size() > 0', Error("too much work")),
     ('long_list.exists(x, huge.contains("y"))', Error("too much work")),
     ("long_list == long_list && long_list == long_list", Error("too much work")),
+    # comparing long strings reads each character (in C): 300 × 500,000 characters is past the bound
+    ("indices.all(i, huge != other_huge)", Error("too much work")),
+    ("indices.all(i, huge < other_huge)", Error("too much work")),
+    ("indices.all(i, i < 150 ? huge != other_huge : true)", True),  # 150 × 500,000: within
 ]
 
 
 @pytest.mark.parametrize("text, expected", HOSTILE_CASES, ids=[case[0][:60] for case in HOSTILE_CASES])
 def test_hostile_input_stays_inside(text: str, expected: object) -> None:
     activation = {**ACTIVATION, "obj": Secretive(), "huge": "x" * (MAX_SIZE // 2 + 1),
+                  "other_huge": "x" * (MAX_SIZE // 2) + "y", "indices": list(range(300)),
                   "long_list": [0] * (MAX_SIZE // 2 + 1), "obj_list": [],
                   "domains": [f"d{index % 250}" for index in range(5000)], "allowed": [f"d{index}" for index in range(250)]}
     assert_result(run(text, activation), expected)

@@ -186,6 +186,7 @@ _MISSING = object()
 _NUMBER = frozenset({int, float, Uint})
 _EQUAL_AS_PYTHON = frozenset({int, float, Uint, str, bytes, bool, type(None), Duration, Timestamp})
 _ORDERED_AS_PYTHON = frozenset({int, float, Uint, str, bytes, bool, Duration, Timestamp})
+_TEXTS = (str, bytes)
 _ORDERINGS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
 _LOGICAL = frozenset({"&&", "||"})
 _BASE_CONVERSIONS: tuple[tuple[type, Callable[[object], object]], ...] = (
@@ -433,6 +434,8 @@ def _equals(left: object, right: object) -> bool:
     """CEL equality: numbers by value across int/uint/double, other types never equal each other."""
     left_type = type(left)
     if left_type is type(right) and left_type in _EQUAL_AS_PYTHON:
+        if left_type in _TEXTS and len(left) == len(right) > 64:  # type: ignore[arg-type]
+            _spend(len(left))  # type: ignore[arg-type]  # compared character by character (in C)
         return left == right
     if left_type in _NUMBER and type(right) in _NUMBER:
         return left == right
@@ -470,6 +473,8 @@ def _ordered(left: object, right: object, symbol: str) -> tuple[object, object]:
     left_type, right_type = type(left), type(right)
     if (left_type is right_type and left_type in _ORDERED_AS_PYTHON) or (
             left_type in _NUMBER and right_type in _NUMBER):
+        if left_type in _TEXTS and min(len(left), len(right)) > 64:  # type: ignore[arg-type]
+            _spend(min(len(left), len(right)))  # type: ignore[arg-type]  # up to the first difference
         return left, right
     plain_left, plain_right = _plain(left), _plain(right)
     if plain_left is not left or plain_right is not right:
