@@ -139,16 +139,21 @@ def test_text_labels_are_underlined_with_their_message(sources, diagnostics):
     assert _underlined(rendered.split(":::", 1)[1], 2, "-") == "require approval for deploy.*"
 
 
-def test_text_notes_and_help_follow_the_excerpt(sources, diagnostics):
+def test_text_notes_and_help_follow_the_excerpt_one_line_each(sources, diagnostics):
+    """A line break in a note or help comes from the input (a decision's text, a rule's name): it is
+    shown as a control picture, as in a message, never as a line a CI log could take for its own."""
     rendered = format_diagnostic(diagnostics[0], sources)
-    tail = rendered.splitlines()[-5:]
+    tail = rendered.splitlines()[-4:]
     assert tail == [
         "  |",
         "  = note: the policy asks for one approver",
-        "  = note: first line",
-        "          second line",
+        "  = note: first line\u240asecond line",
         "  = help: add `approve by role ops`",
     ]
+    forged = diagnostic("open-decision", sources.get("deploy.plan").span(0, 4), "pending",
+                        help='record it: `decision "a\n::error file=x.py,line=1::forged" resolved "…"`')
+    (line,) = [line for line in format_diagnostic(forged, sources).splitlines() if "::error" in line]
+    assert line.lstrip().startswith('= help: record it: `decision "a\u240a::error')
 
 
 def test_text_multi_line_span_underlines_the_first_line_and_names_the_last(sources, diagnostics):

@@ -296,12 +296,8 @@ def format_diagnostic(item: Diagnostic, sources: SourceMap, *, color: bool = Fal
     if trailer:
         if blocks:
             out.append(bar)
-        for kind, text in trailer:
-            prefix = " " * width + " = "
-            lines = _visible(text).split("\n")  # a note may run over lines: each after the first indented
-            out.append(prefix + paint(f"{kind}:", _BOLD) + f" {lines[0]}")
-            indent = " " * (len(prefix) + len(kind) + 2)
-            out.extend(indent + line for line in lines[1:])
+        for kind, text in trailer:  # one line each, as the message: a line break in one comes from the input
+            out.append(" " * width + " = " + paint(f"{kind}:", _BOLD) + f" {_one_line(text)}")
     return "\n".join(out)
 
 
