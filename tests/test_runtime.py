@@ -1428,6 +1428,54 @@ def test_the_time_budget_stops_a_call_whose_time_bound_would_break_it(tmp_path, 
     assert [call[0] for call in toolbox.calls] == ["t.read"]
 
 
+def forge(path, run: str, seq: int, edit) -> None:
+    """Edit record `seq` of `run` with `edit(body) -> body text` and rebuild every hash after it
+    and the head, as someone who knows the format could: the chain then verifies."""
+    from plangate.runtime.journal import _SCHEMA
+
+    with closing(sqlite3.connect(path)) as connection:
+        connection.executescript("DROP TRIGGER records_are_not_updated; DROP TRIGGER records_are_not_deleted;")
+        rows = connection.execute("SELECT seq, run, kind, step, body, at, prev_hash FROM records WHERE run = ? "
+                                  "ORDER BY seq", (run,)).fetchall()
+        previous = None
+        for row in rows:
+            row = list(row)
+            if row[0] == seq:
+                row[4] = edit(json.loads(row[4]))
+            if previous is not None:
+                row[6] = previous
+            previous = content_hash(row)
+            connection.execute("UPDATE records SET body = ?, prev_hash = ?, hash = ? WHERE seq = ?",
+                               (row[4], row[6], previous, row[0]))
+        connection.execute("UPDATE heads SET last_hash = ? WHERE run = ?", (previous, run))
+        connection.executescript(_SCHEMA)
+        connection.commit()
+
+
+@pytest.mark.parametrize("field, value", [("plan_text", 5), ("policy_texts", [["a"]]), ("started_at", "x")])
+def test_a_journal_edited_with_its_hashes_rebuilt_is_reported_as_damaged_by_record(tmp_path, field, value):
+    toolbox = Toolbox()
+    path = tmp_path / "journal.db"
+    with runtime_at(path, toolbox.registry()) as runtime:
+        run = start_plan(runtime, '  step r { call t.read(key: "k") }')
+        first = runtime.journal.records(run)[0].seq
+    forge(path, run, first, lambda body: json.dumps({**body, field: value}))
+    with runtime_at(path, toolbox.registry()) as runtime:
+        assert runtime.journal.verify(run) == []  # the chain cannot tell
+        with pytest.raises(RunError, match=rf"the journal of run `{run}` is damaged: record #{first} \(run_started\) "
+                                           "holds what plangate never writes"):
+            runtime.view(run)
+
+
+def test_a_journal_record_holding_nan_is_malformed(tmp_path, box):
+    toolbox, runtime = box
+    run = start_plan(runtime, '  step r { call t.read(key: "k") }')
+    runtime.advance(run)
+    (result,) = kinds(runtime, run, "result", "r")
+    forge(runtime.journal.path, run, result.seq, lambda body: '{"external_ref":null,"result":{"value":NaN}}')
+    assert [problem.code for problem in runtime.journal.verify(run)] == ["malformed-record"]
+
+
 # ------------------------------------------------------------------ one runtime, many threads
 def test_a_runtime_made_in_one_thread_runs_and_approves_from_others(box):
     """An agent's runtime is shared: its journal gives each thread its own connection."""

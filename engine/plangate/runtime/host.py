@@ -339,7 +339,8 @@ class Runtime:
                     self._folded.pop(run, None)
                     raise RunError("the journal of run `%s` is damaged: %s" % (run, "; ".join(map(str, problems[:3]))))
                 for record in records:
-                    _fold(folded, record)
+                    with _reading(record):
+                        _fold(folded, record)
                 last = (records[-1].seq, records[-1].hash) if records else (seq, record_hash)
             self._folded[run] = (folded, last)
             view = _copy_view(folded)
@@ -369,16 +370,18 @@ class Runtime:
         records = self.journal.records(run)
         if not records or records[0].kind != "run_started":
             raise RunError(f"there is no run `{run}` in {self.journal.path}")
-        first = records[0].body
-        policy_texts = first["policy_texts"]
-        plan, policy = _load(first["plan_text"], first["plan_file"], [tuple(p) for p in policy_texts], recorded=True)
-        if policy.hash != first["policy_hash"] and policy.legacy_hash() != first["policy_hash"]:
-            raise RunError(f"the policy recorded for run `{run}` no longer compiles to its hash")
-        view = RunView(run=run, plan=plan, plan_text=first["plan_text"], plan_file=first["plan_file"],
-                       plan_hash=first["plan_hash"], plan_version=first["plan_version"], policy=policy,
-                       policy_texts=policy_texts, started_at=float(first.get("started_at", 0)))
+        with _reading(records[0]):
+            first = records[0].body
+            policy_texts = first["policy_texts"]
+            plan, policy = _load(first["plan_text"], first["plan_file"], [tuple(p) for p in policy_texts], recorded=True)
+            if policy.hash != first["policy_hash"] and policy.legacy_hash() != first["policy_hash"]:
+                raise RunError(f"the policy recorded for run `{run}` no longer compiles to its hash")
+            view = RunView(run=run, plan=plan, plan_text=first["plan_text"], plan_file=first["plan_file"],
+                           plan_hash=first["plan_hash"], plan_version=first["plan_version"], policy=policy,
+                           policy_texts=policy_texts, started_at=float(first.get("started_at", 0)))
         for record in records[1:]:
-            _fold(view, record)
+            with _reading(record):
+                _fold(view, record)
         return view, (records[-1].seq, records[-1].hash)
 
     # ------------------------------------------------------------------ running
@@ -1245,6 +1248,18 @@ def _require_text(plan_text: object, plan_file: object) -> None:
         raise TypeError(f"the plan text must be a str (decode bytes first), not {type(plan_text).__name__}")
     if not isinstance(plan_file, str):
         raise TypeError(f"the plan's file name must be a str, not {type(plan_file).__name__}")
+
+
+@contextmanager
+def _reading(record: Record) -> Iterator[None]:
+    """Fold `record` into a run's state; a record whose fields have other types than the runtime
+    writes (a journal edited with its hashes rebuilt: the chain cannot tell) is a `RunError` that
+    names it, never an internal error."""
+    try:
+        yield
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError) as error:
+        raise RunError(f"the journal of run `{record.run}` is damaged: record #{record.seq} ({record.kind}) "
+                       f"holds what plangate never writes ({type(error).__name__}: {error})") from None
 
 
 def _name_text(name: str, what: str) -> str:

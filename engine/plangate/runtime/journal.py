@@ -587,6 +587,11 @@ def _column_problem(row: tuple) -> str | None:
     return None
 
 
+def _not_json(name: str) -> None:
+    """`NaN` and `Infinity`, which Python's reader takes and canonical JSON never writes."""
+    raise ValueError(f"`{name}` is not JSON")
+
+
 def _decode(row: tuple) -> Record | str:
     """The row as a `Record`, or why it is malformed."""
     column_problem = _column_problem(row)
@@ -594,7 +599,7 @@ def _decode(row: tuple) -> Record | str:
         return column_problem
     seq, run, kind, step, body_text, at, prev_hash, record_hash = row
     try:
-        body = json.loads(body_text)
+        body = json.loads(body_text, parse_constant=_not_json)
     except (ValueError, RecursionError):
         return "the body is not JSON"
     if not isinstance(body, dict):
