@@ -307,6 +307,25 @@ def test_a_query_that_exhausts_the_solvers_memory_is_budget_unknown():
     assert names(diagnostics(plan.replace("2000000000", "2"))) == ["budget-exceeded:error"]  # a fresh worker
 
 
+def test_one_solver_allowance_covers_every_plan_of_a_check(monkeypatch):
+    """The 30 s of solving a command may spend are for the command, not for each plan in it (four
+    copies of a hard plan in one file once took four times as long)."""
+    from plangate import driver
+    from plangate.smt import solve
+
+    opened: list[float] = []
+    real = solve.allowance
+
+    def counted(seconds: float):
+        opened.append(seconds)
+        return real(seconds)
+
+    monkeypatch.setattr(driver.solve, "allowance", counted)
+    plans = "".join(f"plan p{i} {{ step s {{ call t.x() }} }}\n" for i in range(4))
+    check_sources([SourceFile("four.plan", plans)], [SourceFile("q.policy", "policy q { tool t.* { risk read_only } }")])
+    assert opened == [driver.SOLVER_TOTAL_BOUND]
+
+
 # -- time under a concurrency limit ----------------------------------------------------------
 
 PARALLEL = """plan p {{

@@ -437,3 +437,19 @@ def test_a_long_flat_chain_is_an_expression_not_a_nesting() -> None:
     arithmetic = " + ".join(["1"] * 200)
     summed = check_sources([SourceFile("s.plan", f"plan s {{ step a {{ call t.x(n: {arithmetic}) expect result.n == {arithmetic} }} }}")])
     assert not [d for d in summed.diagnostics if d.name == "input-too-large"]
+
+
+def test_a_plan_that_names_too_many_steps_in_after_lists_is_input_too_large(monkeypatch) -> None:
+    """Each step after every earlier one gives a quadratic graph (2,250 steps once took 34 s and
+    2.4 GB): past the bound the plan is parsed but not checked."""
+    from plangate import driver
+
+    def dense(steps: int) -> str:
+        lines = [f"  step s{i} {{ call t.x() after {', '.join(f's{j}' for j in range(i))} }}" for i in range(1, steps)]
+        return "plan dense {\n  step s0 { call t.x() }\n" + "\n".join(lines) + "\n}\n"
+
+    monkeypatch.setattr(driver, "MAX_AFTER_EDGES", 40)
+    assert check_sources([SourceFile("d.plan", dense(9))]).diagnostics == []  # 36 names
+    (refused,) = check_sources([SourceFile("d.plan", dense(10))]).diagnostics  # 45 names
+    assert (refused.name, refused.message) == (
+        "input-too-large", "plan `dense` names 45 steps in its `after` lists, over the bound of 40")

@@ -487,6 +487,28 @@ def test_run_refuses_a_plan_with_errors_and_counts_the_plan_not_its_policies(tmp
     assert "the plan or its policies have errors; nothing was run" in refused.stderr
 
 
+def test_a_run_is_proven_once_and_read_back_without_proving_it_again(tmp_path, demo, monkeypatch, capsys):
+    """`plangate run` checks the plan once (the check it shows is the one the run starts from), and
+    commands that read a run back (`status`, `resume`…) only parse it: it passed when recorded."""
+    from plangate.checks import budget
+    from plangate.cli import main
+    from plangate.runtime import host
+
+    proofs: list[str] = []
+    real = budget.check
+    monkeypatch.setattr(budget, "check", lambda ctx: (proofs.append(ctx.plan.id), real(ctx))[1])
+    monkeypatch.setattr(host, "_CHECKED", {})
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("PLANGATE_DEMO_DIR", str(demo))
+    journal = str(tmp_path / "journal.db")
+    code = main(["run", "examples/deploy.plan", "--policy", "policies/baseline.policy", "--tools", str(DEMO_TOOLS),
+                 "--journal", journal])
+    run = run_id(capsys.readouterr().out)
+    assert code == 3 and proofs == ["deploy_web_v2"]
+    monkeypatch.setattr(host, "_CHECKED", {})  # as a new process
+    assert main(["status", run, "--journal", journal]) == 0 and proofs == ["deploy_web_v2"]
+
+
 def test_run_with_the_id_of_an_existing_run_resumes_it(tmp_path, demo):
     plangate = cli_in(tmp_path, demo)
     arguments = ("run", "examples/deploy.plan", "--policy", "policies/baseline.policy", "--tools", str(DEMO_TOOLS),
@@ -825,7 +847,7 @@ def test_a_run_recorded_before_a_check_that_now_refuses_its_plan_can_still_be_re
     monkeypatch.setattr(step_shape, "RESERVED", {})  # as plangate was before `reserved-step-id`
     run = start_plan(runtime, '  step result { call t.read(key: "r") }')
     monkeypatch.undo()
-    host._checked.cache_clear()
+    host._CHECKED.clear()
     assert runtime.advance(run).state == "succeeded"
     assert runtime.view(run).states["result"] == "succeeded"
     with pytest.raises(host.RunError, match="reserved-step-id"):

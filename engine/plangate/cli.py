@@ -397,7 +397,9 @@ def _run(args: argparse.Namespace) -> int:
     plan_text = result.sources.get(display_name(args.plan)).text
     given = [result.sources.get(display_name(path)) for path in once_each(args.policy)]
     policy_texts = [(source.name, source.text) for source in policy_set(given)]  # recorded in the set's order
-    from plangate.runtime.host import new_run_id
+    from plangate.runtime.host import new_run_id, remember_check
+
+    remember_check(plan_text, display_name(args.plan), policy_texts, result)  # the run needs no second check
 
     if args.run_id is not None and not args.run_id.strip():
         print("plangate: `--run` needs a run id; leave it out to start a new run with a fresh id", file=sys.stderr)

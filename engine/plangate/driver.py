@@ -31,6 +31,7 @@ from plangate.syntax import MAX_INPUT_CHARS, parse_source
 
 # Seconds of solver time one plan's checks may take in all (each query has its own, smaller bound).
 SOLVER_TOTAL_BOUND = solve.TOTAL_BOUND
+MAX_AFTER_EDGES = 200_000  # `after` names in one plan (a dense plan of 2,250 steps had 2.5 million: 34 s, 2.4 GB)
 
 # Diagnostics that mean the command could not do its job (exit code 2), not that the plan is bad.
 FAILURE_NAMES = frozenset({"unreadable-input", "internal-error", "budget-unknown"})
@@ -286,16 +287,24 @@ def _check_sources(plan_sources: Sequence[SourceFile], policy_sources: Sequence[
     timings["policy"] = time.perf_counter() - clock
 
     _report_duplicate_plans(plans, diagnostics)
-    for plan in plans:
-        clock = time.perf_counter()
-        graph = build_graph(plan)
-        timings["graph"] += time.perf_counter() - clock
-        clock = time.perf_counter()
-        context = PlanContext(plan=plan, graph=graph, policy=compiled, options=options)
-        with solve.allowance(float(options.get("solver_total_bound", SOLVER_TOTAL_BOUND))):
-            _run_checks(PLAN_CHECKS, context, diagnostics, has_policy=compiled is not None,
+    checks = PLAN_CHECKS if options.get("plan_checks", True) else ()
+    with solve.allowance(float(options.get("solver_total_bound", SOLVER_TOTAL_BOUND))):  # all the plans together
+        for plan in plans:
+            ordering = sum(len(step.after) for step in plan.steps)
+            if ordering > MAX_AFTER_EDGES:  # the graph would hold millions of edges: not checked
+                diagnostics.append(diagnostic(
+                    "input-too-large", plan.id_span,
+                    f"plan `{plan.id}` names {ordering:,} steps in its `after` lists, over the bound of {MAX_AFTER_EDGES:,}",
+                    help="order the steps through fewer `after` names: a step after the last of a chain is after all of it"))
+                continue
+            clock = time.perf_counter()
+            graph = build_graph(plan)
+            timings["graph"] += time.perf_counter() - clock
+            clock = time.perf_counter()
+            context = PlanContext(plan=plan, graph=graph, policy=compiled, options=options)
+            _run_checks(checks, context, diagnostics, has_policy=compiled is not None,
                         is_dag=graph.is_dag() and not graph.self_edges, timings=timings)
-        timings["checks"] += time.perf_counter() - clock
+            timings["checks"] += time.perf_counter() - clock
     given = [source.name for source in policy_sources] or options.get("policy_names", [])
     if plans and compiled is None and given:
         names = ", ".join(f"`{name}`" for name in given)

@@ -69,7 +69,6 @@ process kills itself with SIGKILL at that boundary: `before_intent`, `after_inte
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import math
 import os
@@ -82,7 +81,7 @@ from contextlib import contextmanager
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from plangate.budget import DEFAULT_WORKERS
 from plangate.cel import ast as cel
@@ -1290,7 +1289,7 @@ def _load(plan_text: str, plan_file: str, policy_texts: list[tuple[str, str]],
     """The plan and compiled policy of these texts. A plan with errors is refused, except one read
     back from the journal (`recorded`): it passed when it was recorded, and a check added since
     must not make a run unreadable."""
-    result = _checked(plan_text, plan_file, tuple(tuple(item) for item in policy_texts))
+    result = _checked(plan_text, plan_file, tuple(tuple(item) for item in policy_texts), not recorded)
     errors = [d for d in result.diagnostics if d.severity.value == "error"]
     if errors and not recorded:
         first = errors[0]
@@ -1301,11 +1300,33 @@ def _load(plan_text: str, plan_file: str, policy_texts: list[tuple[str, str]],
     return result.plans[0], result.policy
 
 
-@functools.lru_cache(maxsize=32)
-def _checked(plan_text: str, plan_file: str, policy_texts: tuple[tuple[str, str], ...]) -> CheckResult:
-    """Parse and check once per text, whether a run starts with it or reads it back: every pass
-    re-reads a run, and the texts it recorded never change."""
-    return check_sources([SourceFile(plan_file, plan_text)], [SourceFile(name, text) for name, text in policy_texts], {})
+_CHECKED: dict[tuple, CheckResult] = {}  # (plan text, plan file, policy texts, plan checks) → its result
+_CHECKED_MAX = 32
+_CHECKED_MUTEX = threading.Lock()
+
+
+def _checked(plan_text: str, plan_file: str, policy_texts: tuple[tuple[str, str], ...], plan_checks: bool) -> CheckResult:
+    """Parse (and, with `plan_checks`, check) once per text: every pass re-reads a run, and the
+    texts it recorded never change. A text read back from the journal passed its checks when it
+    was recorded, so reading it again (`status`, `resume`, `approve`…) only parses it and compiles
+    the policy: a plan whose proofs take the solver seconds is not proven again by every command."""
+    key = (plan_text, plan_file, policy_texts, plan_checks)
+    result = _CHECKED.get(key)
+    if result is None:
+        result = check_sources([SourceFile(plan_file, plan_text)],
+                               [SourceFile(name, text) for name, text in policy_texts], {"plan_checks": plan_checks})
+        remember_check(plan_text, plan_file, policy_texts, result, plan_checks)
+    return result
+
+
+def remember_check(plan_text: str, plan_file: str, policy_texts: Sequence[Sequence[str]], result: CheckResult,
+                   plan_checks: bool = True) -> None:
+    """Let a run of these texts use `result`, their check (the command line has just made it to
+    show its diagnostics), instead of checking them again."""
+    with _CHECKED_MUTEX:
+        if len(_CHECKED) >= _CHECKED_MAX:
+            _CHECKED.pop(next(iter(_CHECKED)))  # the oldest
+        _CHECKED[(plan_text, plan_file, tuple(tuple(item) for item in policy_texts), plan_checks)] = result
 
 
 def _fold(view: RunView, record: Record) -> None:
