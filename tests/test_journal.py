@@ -419,3 +419,23 @@ def test_an_intent_is_copied_into_the_main_file_without_waiting_for_a_reader(tmp
     journal.append("r", "intent", {"tool": "a.b", "args": {}, "idempotency_key": "k", "attempt": 2}, step="s")
     assert (tmp_path / "journal.db-wal").stat().st_size == 0  # emptied into the main file
     journal.close()
+
+
+def test_each_thread_has_its_own_connection_closed_when_the_thread_ends(tmp_path):
+    """A server that answers each request on a new thread keeps no file open per request; a closed
+    journal refuses every thread."""
+    import os
+
+    journal = Journal.open(tmp_path / "journal.db")
+    journal.append("r1", "run_started", {"mission": {}, "plan_hash": "h", "plan_version": 1, "policy_hash": "p"})
+    open_files = len(os.listdir("/proc/self/fd"))
+    seen: list[int] = []
+    for _ in range(40):
+        thread = threading.Thread(target=lambda: seen.append(len(journal.records("r1"))))
+        thread.start()
+        thread.join()
+    assert seen == [1] * 40 and len(os.listdir("/proc/self/fd")) <= open_files + 2
+    journal.close()
+    for reader in (lambda: journal.records("r1"), lambda: journal.runs()):
+        with pytest.raises(JournalError, match="is closed"):
+            reader()

@@ -60,6 +60,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -189,37 +190,52 @@ class StepState(NamedTuple):
     attempts: int
 
 
+class _ThreadConnection:
+    """A thread's connection, closed when the thread ends (its `threading.local` value is dropped
+    then) or when the journal closes: a server that runs each request on a new thread does not
+    keep a file open per request."""
+
+    __slots__ = ("connection", "__weakref__")
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self.connection = connection
+
+    def __del__(self) -> None:
+        self.connection.close()
+
+
 class Journal:
     """One open journal file, usable from any thread: each thread reads and writes through its own
-    SQLite connection (opened on its first use, all closed by `close`), so SQLite's own locking
-    keeps one thread's transaction whole against another's, as between processes."""
+    SQLite connection (opened on its first use, closed when the thread ends or by `close`), so
+    SQLite's own locking keeps one thread's transaction whole against another's, as between
+    processes."""
 
     def __init__(self, connection: sqlite3.Connection, path: Path, connect: Callable[[], sqlite3.Connection]) -> None:
         self.path = path
         self._connect = connect  # another connection to the same file, set up as the first was
         self._local = threading.local()
-        self._local.connection = connection
-        self._connections: list[sqlite3.Connection] | None = [connection]  # None once closed
-        self._connections_mutex = threading.Lock()
+        self._local.held = _ThreadConnection(connection)
+        # The connections open now, each held by its thread's local; None once closed.
+        self._open: weakref.WeakSet[_ThreadConnection] | None = weakref.WeakSet([self._local.held])
+        self._open_mutex = threading.Lock()
 
     @property
     def _connection(self) -> sqlite3.Connection:
         """This thread's connection to the journal."""
-        connection = getattr(self._local, "connection", None)
-        if connection is None:
-            if self._connections is None:
-                raise JournalError(f"the journal {self.path} is closed")
+        if self._open is None:
+            raise JournalError(f"the journal {self.path} is closed")
+        held = getattr(self._local, "held", None)
+        if held is None:
             try:
-                connection = self._connect()
+                held = _ThreadConnection(self._connect())
             except (OSError, sqlite3.Error) as error:
                 raise JournalError(f"cannot open the journal {self.path}: {error}") from None
-            with self._connections_mutex:
-                if self._connections is None:  # closed meanwhile
-                    connection.close()
+            with self._open_mutex:
+                if self._open is None:  # closed meanwhile
                     raise JournalError(f"the journal {self.path} is closed")
-                self._connections.append(connection)
-            self._local.connection = connection
-        return connection
+                self._open.add(held)
+            self._local.held = held
+        return held.connection
 
     @classmethod
     def open(cls, path: str | Path, *, read_only: bool = False, create: bool = True) -> Journal:
@@ -256,10 +272,10 @@ class Journal:
         return cls(connection, path, connect_again)
 
     def close(self) -> None:
-        with self._connections_mutex:
-            connections, self._connections = self._connections or [], None
-        for connection in connections:
-            connection.close()
+        with self._open_mutex:
+            still_open, self._open = list(self._open or ()), None
+        for held in still_open:
+            held.connection.close()
 
     def __enter__(self) -> Journal:
         return self
