@@ -213,6 +213,22 @@ def test_an_opaque_condition_and_its_negation_are_exclusive(first, second):
     assert "`4 usd`" in found.message and any("run-time conditions of" in note for note in found.notes)
 
 
+@pytest.mark.parametrize("order", ["as written", "reversed"])
+def test_int_and_double_arithmetic_on_one_value_are_decided_at_run_time_in_either_order(order):
+    """At run time an int fails `* 2.0` and a double fails `* 2`: at most one step runs, and which
+    depends on the value's kind, which the solver does not choose — so, in either order, it is
+    decided at run time (an upper bound that charges both), never a witness where both hold."""
+    steps = ["step a { call t.a() when x.result.v * 2 == 4 cost 5 usd }",
+             "step b { call t.b() when x.result.v * 2.0 == 4.0 cost 5 usd }"]
+    if order == "reversed":
+        steps.reverse()
+    plan = "plan p {\n  budget { cost <= 5 usd }\n  step x { call t.x() }\n  " + "\n  ".join(steps) + "\n}"
+    [found] = [d for d in diagnostics(plan) if d.name == "budget-exceeded"]
+    assert not any(note.startswith("conditions that hold") for note in found.notes)
+    (assumed,) = [note for note in found.notes if "run-time conditions of" in note]
+    assert "`a`" in assumed and "`b`" in assumed
+
+
 @pytest.mark.parametrize("first, second", [
     ("x.result.v == 1.5", "x.result.v + 1 == 3"),
     ("x.result.v > 1 && x.result.v < 2", "x.result.v % 2 == 1"),
@@ -234,6 +250,7 @@ def test_int_arithmetic_on_a_value_in_one_condition_keeps_its_double_values_in_a
 @pytest.mark.parametrize("other, together", [
     ("x.result.v > 0", False), ('x.result.v.startsWith("a")', False), ("x.result.v", False),
     ("x.result.v != 3", True), ("!(x.result.v == 3)", True),
+    ("x.result.v in [x.result.v]", True), ("x.result.v == x.result.v", True),  # null == null
 ])
 def test_a_null_test_is_exclusive_with_the_uses_a_null_fails(other, together):
     """`v == null` holds only for a null, which no comparison, method or condition takes (each is

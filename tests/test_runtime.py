@@ -1489,6 +1489,16 @@ def test_a_journal_edited_with_its_hashes_rebuilt_is_reported_as_damaged_by_reco
             runtime.view(run)
 
 
+def test_a_run_state_of_another_type_is_malformed(tmp_path, box):
+    toolbox, runtime = box
+    run = start_plan(runtime, '  step r { call t.read(key: "k") }')
+    runtime.advance(run)
+    last = runtime.journal.records(run)[-1]
+    assert last.kind == "run_state"
+    forge(runtime.journal.path, run, last.seq, lambda body: json.dumps({**body, "state": ["succeeded"]}))
+    assert [problem.code for problem in runtime.journal.verify(run)] == ["malformed-record"]
+
+
 def test_a_journal_record_holding_nan_is_malformed(tmp_path, box):
     toolbox, runtime = box
     run = start_plan(runtime, '  step r { call t.read(key: "k") }')
@@ -1595,6 +1605,38 @@ def test_views_folded_by_many_threads_at_once_agree_with_the_journal(box):
     for view in views:
         assert by_head.setdefault(view.head, view.states) == view.states
     assert len(by_head) > 1  # the views saw the run grow
+
+
+def test_closing_the_journal_while_threads_advance_runs_refuses_them_with_a_run_error(tmp_path):
+    """Each thread's connection is closed by that thread, never under a statement it runs (closing
+    them all from one thread crashed the process): the others get a `JournalError`, a `RunError`."""
+    @tool("t.write")
+    def write(n: int, idempotency_key: str) -> dict:
+        return {"n": n}
+
+    registry = ToolRegistry()
+    registry.register(write)
+    plan = "".join(f'  step s{i} {{ call t.write(n: {i}) risk reversible_write idempotency "{i}" }}\n' for i in range(40))
+    with runtime_at(tmp_path / "journal.db", registry) as runtime:
+        runs = [start_plan(runtime, plan) for _ in range(4)]
+        failures: list[BaseException] = []
+
+        def advance(run: str) -> None:
+            try:
+                runtime.advance(run)
+            except BaseException as error:  # noqa: BLE001 - the test looks at what escaped
+                failures.append(error)
+
+        threads = [threading.Thread(target=advance, args=(run,)) for run in runs]
+        for thread in threads:
+            thread.start()
+        threading.Event().wait(0.1)
+        runtime.journal.close()
+        for thread in threads:
+            thread.join(30)
+        assert all(isinstance(error, RunError) for error in failures)
+        with pytest.raises(RunError, match="is closed"):
+            runtime.view(runs[0])
 
 
 def test_misused_runtime_arguments_are_type_errors(tmp_path, box):

@@ -217,6 +217,51 @@ def test_a_timed_out_call_still_in_flight_keeps_the_run_held_until_it_returns(tm
     assert report.state == "succeeded" and happened == ["slow-1"]
 
 
+def test_calls_in_flight_when_an_advance_is_interrupted_keep_the_run_held_until_they_return(tmp_path, monkeypatch):
+    """An interrupt (or a journal error) that ends `advance` while another call runs must not let
+    anyone ask that call's hook "did it happen?" before it is done: the answer would be no, and the
+    call would be made twice."""
+    import threading
+
+    from plangate.runtime.host import RunError
+
+    release = threading.Event()
+    happened: list[str] = []
+    registry = _slow_write(release, happened, 10)
+
+    @tool("ops.quick")
+    def quick() -> dict:
+        return {}
+
+    registry.register(quick)
+    policy = "policy p { tool ops.slow { risk reversible_write } tool ops.quick { risk read_only } }"
+    plan = 'plan p { step s { call ops.slow() idempotency "slow-1" } step q { call ops.quick() } }'
+    first = Runtime(Journal.open(tmp_path / "journal.db"), registry)
+    other = Runtime(Journal.open(tmp_path / "journal.db"), registry)
+    run = first.start(plan, "p.plan", [("p.policy", policy)], run="r1")
+    real_finish = first._finish
+
+    def interrupted(view, step_id, call, outcome):  # q answers while s still runs: the interrupt comes then
+        real_finish(view, step_id, call, outcome)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(first, "_finish", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        first.advance(run)
+    with pytest.raises(RunError, match="run `r1` is being executed by process"):
+        other.advance(run)
+    release.set()
+    for _ in range(100):
+        if happened:
+            try:
+                report = other.advance(run)
+                break
+            except RunError:
+                pass
+        threading.Event().wait(0.05)
+    assert report.state == "succeeded" and happened == ["slow-1"]
+
+
 def test_a_read_only_call_that_times_out_is_a_failed_attempt_retried_not_an_unknown_outcome(tmp_path):
     """A read has no effect to settle: its timeout is retried (if the step allows), or fails the
     step; it never waits for a reconciliation as a write's timeout does."""

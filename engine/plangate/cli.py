@@ -152,14 +152,6 @@ def _abandoned_calls() -> bool:
                if thread is not threading.main_thread())
 
 
-def _is_text(value: str) -> bool:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     # A reader that goes away (`plangate run … | head -1`) must not change what the command does
     # or its exit code: once its pipe is closed, output is dropped and the command goes on.
@@ -179,11 +171,13 @@ def _main(argv: Sequence[str] | None) -> int:
     if args.command is None:
         parser.print_help()
         return 2
+    from plangate.runtime.canonical import undecodable
+
     for flag, value in (("the run id", getattr(args, "run_id", None)), ("the step id", getattr(args, "step", None)),
                         ("the name given to `--as`", getattr(args, "approver", None)),
                         ("the role given to `--role`", getattr(args, "role", None))):
-        if isinstance(value, str) and not _is_text(value):  # a byte the locale's encoding could not decode
-            shown = value.encode("utf-8", "backslashreplace").decode("utf-8")
+        shown = undecodable(value) if isinstance(value, str) else None  # a byte the locale could not decode
+        if shown is not None:
             print(f"plangate: {flag} `{shown}` holds a byte that is not UTF-8 text; no run, step or name has it",
                   file=sys.stderr)
             return 2
@@ -356,11 +350,11 @@ def _runtime_command(function):
 
         try:
             return function(args)
-        except RunError as error:
-            print(f"plangate: {error}", file=sys.stderr)
-            return 2
         except JournalError as error:  # found while reading or writing a journal that opened
             print(f"plangate: {error} (the journal is damaged, or cannot be written)", file=sys.stderr)
+            return 2
+        except RunError as error:
+            print(f"plangate: {error}", file=sys.stderr)
             return 2
     return run
 

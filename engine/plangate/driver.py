@@ -225,6 +225,12 @@ def check_sources(plan_sources: Sequence[SourceFile], policy_sources: Sequence[S
                   options: dict | None = None) -> CheckResult:
     """Check texts already in memory (the embeddable API; nothing touches the file system).
 
+    Options: `solver_time_bound` (seconds per solver query of the budget proofs, default 5);
+    `solver_total_bound` (seconds of solving for the whole call, all its plans, default 30);
+    `plan_checks` (default True; False parses the plans and compiles the policies only — what the
+    runtime does with a plan it recorded after checking it); `policy_names` and
+    `announce_no_policy` (the `no-policy` note, as the command line words it).
+
     The cyclic garbage collector is paused for the duration: the stages allocate many long-lived
     objects and no cycles worth collecting, and generational passes over a large plan's IR would
     otherwise cost more than the checks. The caller's collector state is restored afterwards.
@@ -287,9 +293,9 @@ def _check_sources(plan_sources: Sequence[SourceFile], policy_sources: Sequence[
     timings["policy"] = time.perf_counter() - clock
 
     _report_duplicate_plans(plans, diagnostics)
-    checks = PLAN_CHECKS if options.get("plan_checks", True) else ()
+    plan_checks = options.get("plan_checks", True)
     with solve.allowance(float(options.get("solver_total_bound", SOLVER_TOTAL_BOUND))):  # all the plans together
-        for plan in plans:
+        for plan in plans if plan_checks else ():
             ordering = sum(len(step.after) for step in plan.steps)
             if ordering > MAX_AFTER_EDGES:  # the graph would hold millions of edges: not checked
                 diagnostics.append(diagnostic(
@@ -302,7 +308,7 @@ def _check_sources(plan_sources: Sequence[SourceFile], policy_sources: Sequence[
             timings["graph"] += time.perf_counter() - clock
             clock = time.perf_counter()
             context = PlanContext(plan=plan, graph=graph, policy=compiled, options=options)
-            _run_checks(checks, context, diagnostics, has_policy=compiled is not None,
+            _run_checks(PLAN_CHECKS, context, diagnostics, has_policy=compiled is not None,
                         is_dag=graph.is_dag() and not graph.self_edges, timings=timings)
             timings["checks"] += time.perf_counter() - clock
     given = [source.name for source in policy_sources] or options.get("policy_names", [])

@@ -20,6 +20,8 @@ The evaluator depends on the compiled policy alone; nothing else can change a de
 
 from __future__ import annotations
 
+import threading
+
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -172,6 +174,7 @@ def _seconds_for_durations(value: Any) -> Any:
 
 
 _EVALUATORS: dict[str, Evaluator] = {}
+_EVALUATORS_MUTEX = threading.Lock()  # the threads of an embedding share the cache
 
 
 def evaluator_for(policy: CompiledPolicy) -> Evaluator:
@@ -179,7 +182,8 @@ def evaluator_for(policy: CompiledPolicy) -> Evaluator:
     found = _EVALUATORS.get(policy.hash)
     if found is None or found.policy is not policy:
         found = Evaluator(policy)
-        if len(_EVALUATORS) >= 64:  # a long-lived process may compile many policies: keep the recent ones
-            del _EVALUATORS[next(iter(_EVALUATORS))]
-        _EVALUATORS[policy.hash] = found
+        with _EVALUATORS_MUTEX:
+            if len(_EVALUATORS) >= 64:  # a long-lived process may compile many policies: keep the recent ones
+                _EVALUATORS.pop(next(iter(_EVALUATORS)))
+            _EVALUATORS[policy.hash] = found
     return found

@@ -94,3 +94,14 @@ def _string(text: str) -> str:
     except UnicodeEncodeError as error:
         raise ValueError(f"the string {text!r} is not valid Unicode text: {error.reason}") from None
     return json.dumps(str(text), ensure_ascii=False)
+
+
+def undecodable(text: str) -> str | None:
+    """`text` with each byte that was not UTF-8 (held as a lone surrogate, as `os.fsdecode` and a
+    command line in another encoding give it) shown as its escape, when it holds any: JSON text
+    cannot keep one. None when `text` is UTF-8 text."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return None

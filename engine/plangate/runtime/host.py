@@ -92,8 +92,9 @@ from plangate.policy.compiled import CatalogueEntry, CompiledPolicy, format_seco
 from plangate.policy.decide import evaluator_for
 from plangate.checks.catalogue import argument_problems, typed_arguments, values_outside_cel
 from plangate.policy.facts import StepFacts, effective_risk, rule_activation
-from plangate.runtime.canonical import canonical_json, content_hash
+from plangate.runtime.canonical import canonical_json, content_hash, undecodable
 from plangate.runtime.canonical_plan import canonical, plan_hash
+from plangate.runtime.errors import RunError
 from plangate.runtime.journal import Journal, Record, StaleHead
 from plangate.runtime.runlock import RunBusy, RunLocks
 from plangate.runtime.tools import Outcome, ToolRegistry, bind, invoke, invoke_reconcile
@@ -119,10 +120,6 @@ ABANDONED_WAIT = 10
 # unknown outcome is settled after it.
 HOLD_FOLLOWERS, HOLD_SETTLED = "followers", "followers, settled"
 UNANSWERED = "the call may have happened: its answer was never recorded"
-
-
-class RunError(Exception):
-    """The run cannot go on for a reason a person must read (shown without a traceback)."""
 
 
 @dataclass
@@ -242,7 +239,8 @@ class Runtime:
         # run → (state folded from the journal, (seq, hash) of the last record folded): a cache
         # of what the journal says, checked against the chain on every read, never a second truth.
         self._folded: dict[str, tuple[RunView, tuple[int, str]]] = {}
-        self._folded_mutex = threading.Lock()
+        self._fold_locks: dict[str, threading.Lock] = {}  # per run: a first fold of one never holds up another
+        self._fold_locks_mutex = threading.Lock()
         # run → the calls this process abandoned past their timeout that have not returned yet, each
         # with its step and how long a run waits for it when nothing else can start: such a call
         # still takes a worker under `limit concurrency` and may still take effect, so its step's
@@ -327,7 +325,7 @@ class Runtime:
         whole chain; later ones read and verify only the records appended since, and fold them
         into a copy of the last folded state (which is derived from the journal alone)."""
         _require_run_id(run)
-        with self._folded_mutex:  # threads sharing this runtime fold into one cached state
+        with self._fold_lock(run):  # threads sharing this runtime fold into one cached state per run
             cached = self._folded.get(run)
             if cached is None:
                 folded, last = self._fold_whole(run)
@@ -337,9 +335,13 @@ class Runtime:
                 if problems:
                     self._folded.pop(run, None)
                     raise RunError("the journal of run `%s` is damaged: %s" % (run, "; ".join(map(str, problems[:3]))))
-                for record in records:
-                    with _reading(record):
-                        _fold(folded, record)
+                try:
+                    for record in records:
+                        with _reading(record):
+                            _fold(folded, record)
+                except RunError:
+                    self._folded.pop(run, None)  # folded in part: the next view folds afresh
+                    raise
                 last = (records[-1].seq, records[-1].hash) if records else (seq, record_hash)
             self._folded[run] = (folded, last)
             view = _copy_view(folded)
@@ -361,6 +363,10 @@ class Runtime:
                 view.reasons[step_id] = view.rollback_unknown.get(step_id) or (
                     f"its rollback by `{intent['tool']}` may have happened: its answer was never recorded")
         return view
+
+    def _fold_lock(self, run: str) -> threading.Lock:
+        with self._fold_locks_mutex:
+            return self._fold_locks.setdefault(run, threading.Lock())
 
     def _fold_whole(self, run: str) -> tuple[RunView, tuple[int, str]]:
         problems = self.journal.verify(run)
@@ -462,7 +468,15 @@ class Runtime:
                     pool.shutdown(wait=False)
                     pool = ThreadPoolExecutor(max_workers=workers)
         finally:
-            pool.shutdown(wait=not left_behind, cancel_futures=True)  # never wait on a timed-out call
+            # Calls still in flight when an exception ends the loop (an interrupt, a journal error)
+            # are kept on the books as timed-out ones are: they hold the run until they return, so
+            # no one asks a hook "did it happen?" of a call not yet done and makes it again.
+            in_flight_now = [(future, step_id, deadline) for future, (step_id, _, deadline) in running.items()
+                             if not future.done()]
+            for future, step_id, deadline in in_flight_now:
+                left = deadline - time.monotonic()
+                self._abandon(run, step_id, future, int(left) if left != float("inf") else 0)
+            pool.shutdown(wait=not left_behind and not in_flight_now, cancel_futures=True)  # never wait on them
         return self.report(run, self.view(run))
 
     def _abandoned(self, run: str) -> dict[Future, tuple[str, float]]:
@@ -941,13 +955,13 @@ class Runtime:
         """Settle an unknown outcome by hand; `result` is what the operator observed (if it happened),
         which later steps and `expect` then see as the step's result. Refused while another process
         holds the run: its call may still be in flight."""
+        if not isinstance(happened, bool) or not isinstance(by, str):
+            raise TypeError(f"`happened` is a bool and `by` a str, not {type(happened).__name__} "
+                            f"and {type(by).__name__}")
         with self.hold(run):
             self._reconcile(run, step_id, happened, by, result)
 
     def _reconcile(self, run: str, step_id: str, happened: bool, by: str, result: Any) -> None:
-        if not isinstance(happened, bool) or not isinstance(by, str):
-            raise TypeError(f"`happened` is a bool and `by` a str, not {type(happened).__name__} "
-                            f"and {type(by).__name__}")
         by = _name_text(by, "name of the person settling it")
         if not by:
             raise RunError("settling an outcome needs the name of who settles it (`--as NAME`), not blanks")
@@ -1266,22 +1280,18 @@ def _name_text(name: str, what: str) -> str:
     once); a `RunError` for one holding an undecodable byte (a command line in another encoding),
     which JSON text cannot keep."""
     name = name.strip()
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        shown = name.encode("utf-8", "backslashreplace").decode("utf-8")
-        raise RunError(f"the {what} `{shown}` holds a byte that is not UTF-8 text; nothing was recorded") from None
+    shown = undecodable(name)
+    if shown is not None:
+        raise RunError(f"the {what} `{shown}` holds a byte that is not UTF-8 text; nothing was recorded")
     return name
 
 
 def _require_run_id(run: object) -> None:
     if not isinstance(run, str):
         raise TypeError(f"a run id is a str, not {type(run).__name__}")
-    try:
-        run.encode("utf-8")
-    except UnicodeEncodeError:
-        shown = run.encode("utf-8", "backslashreplace").decode("utf-8")
-        raise RunError(f"the run id `{shown}` holds a byte that is not UTF-8 text; no run has it") from None
+    shown = undecodable(run)
+    if shown is not None:
+        raise RunError(f"the run id `{shown}` holds a byte that is not UTF-8 text; no run has it")
 
 
 def _load(plan_text: str, plan_file: str, policy_texts: list[tuple[str, str]],
@@ -1310,12 +1320,14 @@ def _checked(plan_text: str, plan_file: str, policy_texts: tuple[tuple[str, str]
     texts it recorded never change. A text read back from the journal passed its checks when it
     was recorded, so reading it again (`status`, `resume`, `approve`…) only parses it and compiles
     the policy: a plan whose proofs take the solver seconds is not proven again by every command."""
-    key = (plan_text, plan_file, policy_texts, plan_checks)
-    result = _CHECKED.get(key)
+    result = _CHECKED.get((plan_text, plan_file, policy_texts, True))  # a full check serves either need
+    if result is None and not plan_checks:
+        result = _CHECKED.get((plan_text, plan_file, policy_texts, False))
     if result is None:
         result = check_sources([SourceFile(plan_file, plan_text)],
                                [SourceFile(name, text) for name, text in policy_texts], {"plan_checks": plan_checks})
-        remember_check(plan_text, plan_file, policy_texts, result, plan_checks)
+        if not (plan_checks and result.errors):  # an error may pass (a solver's timeout): check again next time
+            remember_check(plan_text, plan_file, policy_texts, result, plan_checks)
     return result
 
 

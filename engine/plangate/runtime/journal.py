@@ -60,7 +60,6 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -68,6 +67,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, NamedTuple
 
 from plangate.runtime.canonical import HASH_PREFIX, canonical_json, content_hash
+from plangate.runtime.errors import RunError
 
 GENESIS = HASH_PREFIX + "0" * 64
 BUSY_TIMEOUT_SECONDS = 10.0
@@ -147,7 +147,7 @@ _CHAIN_BROKEN = (
 )
 
 
-class JournalError(Exception):
+class JournalError(RunError):
     """The journal cannot be opened or written; the message says why, for a person to read."""
 
 
@@ -192,10 +192,11 @@ class StepState(NamedTuple):
 
 class _ThreadConnection:
     """A thread's connection, closed when the thread ends (its `threading.local` value is dropped
-    then) or when the journal closes: a server that runs each request on a new thread does not
-    keep a file open per request."""
+    then) or when it first uses the journal after `close` — by the thread itself, never under a
+    statement another thread runs (which crashed the process). A server that runs each request on
+    a new thread keeps no file open per request."""
 
-    __slots__ = ("connection", "__weakref__")
+    __slots__ = ("connection",)
 
     def __init__(self, connection: sqlite3.Connection) -> None:
         self.connection = connection
@@ -206,7 +207,7 @@ class _ThreadConnection:
 
 class Journal:
     """One open journal file, usable from any thread: each thread reads and writes through its own
-    SQLite connection (opened on its first use, closed when the thread ends or by `close`), so
+    SQLite connection (opened on its first use, closed when the thread ends or after `close`), so
     SQLite's own locking keeps one thread's transaction whole against another's, as between
     processes."""
 
@@ -215,26 +216,20 @@ class Journal:
         self._connect = connect  # another connection to the same file, set up as the first was
         self._local = threading.local()
         self._local.held = _ThreadConnection(connection)
-        # The connections open now, each held by its thread's local; None once closed.
-        self._open: weakref.WeakSet[_ThreadConnection] | None = weakref.WeakSet([self._local.held])
-        self._open_mutex = threading.Lock()
+        self._closed = False
 
     @property
     def _connection(self) -> sqlite3.Connection:
         """This thread's connection to the journal."""
-        if self._open is None:
+        if self._closed:
+            self._local.__dict__.pop("held", None)  # this thread's connection, if any, closes now
             raise JournalError(f"the journal {self.path} is closed")
         held = getattr(self._local, "held", None)
         if held is None:
             try:
-                held = _ThreadConnection(self._connect())
+                held = self._local.held = _ThreadConnection(self._connect())
             except (OSError, sqlite3.Error) as error:
                 raise JournalError(f"cannot open the journal {self.path}: {error}") from None
-            with self._open_mutex:
-                if self._open is None:  # closed meanwhile
-                    raise JournalError(f"the journal {self.path} is closed")
-                self._open.add(held)
-            self._local.held = held
         return held.connection
 
     @classmethod
@@ -272,10 +267,10 @@ class Journal:
         return cls(connection, path, connect_again)
 
     def close(self) -> None:
-        with self._open_mutex:
-            still_open, self._open = list(self._open or ()), None
-        for held in still_open:
-            held.connection.close()
+        """Close the journal: this thread's connection now; another thread's when it next uses the
+        journal (it is refused) or ends — never under a statement it is running."""
+        self._closed = True
+        self._local.__dict__.pop("held", None)
 
     def __enter__(self) -> Journal:
         return self
@@ -585,6 +580,8 @@ def _shape_problem(kind: str, step: str | None, body: dict[str, Any]) -> str | N
         return f"a {kind} record's body lacks {', '.join(missing)}"
     if kind == "state" and body["state"] not in STEP_STATES:
         return f"unknown step state {body['state']!r}"
+    if kind == "run_state" and not isinstance(body["state"], str):
+        return f"a run's state must be a string, not {body['state']!r}"
     if kind == "intent" and not (type(body["attempt"]) is int and body["attempt"] >= 1):
         return f"an intent's attempt must be a positive integer, not {body['attempt']!r}"
     if kind == "reconciled" and not isinstance(body["happened"], bool):

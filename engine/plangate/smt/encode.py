@@ -146,7 +146,8 @@ class Error:
 class SortClass:
     """A union-find node: values that must share one sort, and that sort once known."""
 
-    __slots__ = ("parent", "sort", "paths", "declared", "number", "integral", "int_use", "double", "duration")
+    __slots__ = ("parent", "sort", "paths", "declared", "number", "integral", "int_use", "double", "duration",
+                 "peer_equal")
 
     def __init__(self, sort: str | None = None, path: str | None = None, declared: bool = False) -> None:
         self.parent: SortClass = self
@@ -159,6 +160,7 @@ class SortClass:
         self.number = False
         self.integral = False
         self.int_use = False  # a number of either kind in int arithmetic: a whole witness shows an int
+        self.peer_equal = False  # compared for equality with a run-time value (itself too): two nulls are equal
         self.double = False  # met a double (a literal or a declared one): a witness shows a double
         self.duration = False  # compared with a duration (as seconds): a witness shows a duration
 
@@ -414,10 +416,10 @@ class Encoder:
                     facts.append(f"(assert (and (is_int {variable.name}) (<= {real_text(Fraction(INT_MIN))} {variable.name}) "
                                  f"(<= {variable.name} {real_text(Fraction(INT_MAX))})))")
         lines.extend(f"(declare-const {atom.name} Bool)" for atom in self.atoms.values())
-        for key, atom in self.atoms.items():  # a null has none of the sorts a value's uses give it
+        for key, atom in self.atoms.items():  # a null has none of the sorts a value's uses give it…
             variable = atom.variable
             if key[0] == "null" and variable is not None and variable.used and variable.fits != "true" \
-                    and set(variable.sort.find().paths) <= {variable.path}:  # (two run-time values equal when both null)
+                    and not variable.sort.find().peer_equal:  # …but equals another null (`v == w`, `v in [v]`)
                 facts.append(f"(assert (=> {atom.name} (not {variable.fits})))")
         for variable in self.sizes:  # a size is a 64-bit count, at least the number of keys known present
             lines.append(f"(declare-const {variable.size} Int)")
@@ -819,6 +821,8 @@ class Encoder:
             return self.equal_null(right if left is None else left)
         self.mark_durations(left, right)
         a, b = self.term(left), self.term(right)
+        if not a.sort.find().declared and not b.sort.find().declared:
+            a.sort.find().peer_equal = b.sort.find().peer_equal = True
         sort = self.meet(a, b, left if isinstance(left, Variable) else right, ordering=False)
         defined = conj(a.defined, b.defined)
         if sort == "Differ":
@@ -1029,14 +1033,14 @@ class Encoder:
         if ra.sort == "Real" and rb.sort == "Real":
             for root in (ra, rb):
                 if root.number and not root.integral:
-                    root.number, root.double = False, True  # double arithmetic: it is a double
+                    _fix_double(root)  # double arithmetic: it is a double
         if ra.sort is not None and rb.sort is not None and ra.sort != rb.sort and ra.declared and rb.declared:
             return Error(f"no `{op}` between {SORT_NAMES[ra.sort]} and {SORT_NAMES[rb.sort]}")
         sort = self.unify(a.sort, b.sort, left if isinstance(left, Variable) else right)
         if sort == "Real":  # double arithmetic takes doubles only: a run-time operand is a double
             for root in (a.sort.find(), b.sort.find()):
                 if not root.declared and not root.integral:
-                    root.number, root.double = False, True
+                    _fix_double(root)
         defined = conj(a.defined, b.defined)
         if op == "+" and sort == "String":
             return Term(f"(str.++ {a.text} {b.text})", a.sort, defined)
@@ -1216,6 +1220,15 @@ def _number_kind(root: SortClass) -> tuple[str, bool] | None:
     if not root.number:  # a declared double, or one that double arithmetic fixed
         return "double", not root.declared
     return None  # a number of either kind (`double` alone only says it met a double in a comparison)
+
+
+def _fix_double(root: SortClass) -> None:
+    """A run-time number in double arithmetic: a double. One that int arithmetic read as an int
+    too is used both ways — at run time one of the two is an error, and which one decides the
+    verdict —, so it is decided at run time, in either order of the two uses."""
+    if root.int_use:
+        raise Unsupported(f"{_named(root)} is used inconsistently: as an int and as a double")
+    root.number, root.double = False, True
 
 
 def _named(root: SortClass) -> str:

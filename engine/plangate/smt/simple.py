@@ -270,6 +270,7 @@ class _OutOfTime(Exception):
 
 
 _ANSWERS: dict[tuple, tuple | None] = {}  # renamed conditions → their patterns (`patterns`)
+_UNKNOWN = object()
 MAX_ANSWERS = 4096
 
 
@@ -282,9 +283,8 @@ def patterns(conditions: list[list[Atom]], deadline: float | None = None) -> lis
     steps: dict[str, str] = {}
     renamed = tuple(tuple(Atom(_rename(atom.path, steps), atom.op, atom.value) for atom in found)
                     for found in conditions)
-    if renamed in _ANSWERS:
-        settled = _ANSWERS[renamed]
-    else:
+    settled = _ANSWERS.get(renamed, _UNKNOWN)  # one lookup: another thread may clear the cache meanwhile
+    if settled is _UNKNOWN:
         try:
             settled = _patterns(renamed, deadline)
         except _OutOfTime:
