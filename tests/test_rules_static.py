@@ -347,3 +347,34 @@ def test_a_witness_the_runtime_does_not_confirm_leaves_the_rule_to_the_run(condi
 def test_a_literal_read_back_is_no_internal_error_and_fails_with_its_items(condition, name):
     found = sink_rule(condition, "map")
     assert [d.name for d in found] == [name], [d.message for d in found]
+
+
+DIFFERENTIAL_POLICY = """policy p {
+  tool src.get { risk read_only }
+  tool t.ty { risk read_only  args { d: double, i: int } }
+  tool t.un { risk read_only }
+  deny "typed" when call.tool == "t.ty" && args.d > 0.0 && args.i > 0
+  deny "suffix" when call.tool == "t.un" && has(args.v) && args.v.endsWith("")
+  deny "scaled" when call.tool == "t.un" && has(args.w) && args.w * 0.0 < 10.0
+  deny "sign" when call.tool == "t.un" && has(args.s) && (args.s >= 0 || args.s < 0)
+}"""
+
+
+@pytest.mark.parametrize("step, rule, note", [
+    # an int result passes for a double argument, and another argument does int arithmetic with it
+    ("call t.ty(d: a.result.f, i: a.result.f + 1)", "typed", None),
+    # on the runs where the step runs, a rule that fails (a number has no endsWith) does not fire
+    ("call t.un(v: a.result.g) when a.result.ok == true", "suffix", None),
+    # `-f` of an int is an int, which `* 0.0` fails on
+    ("call t.un(w: -a.result.f)", "scaled", "it does not fire where `a.result.f` is an int"),
+    # `g + g` of strings is a string, which no comparison with a number takes
+    ("call t.un(s: a.result.g + a.result.g)", "sign", "it does not fire where `a.result.g` is a string or a list"),
+])
+def test_a_deny_whose_runs_include_a_value_on_which_it_fails_may_fire_not_must_nor_never(step, rule, note):
+    """Found by differential fuzzing against the runtime: each verdict was `policy-deny` (or none),
+    and a concrete result contradicted it (`Gate.decide` allowed the call, or the run blocked it)."""
+    plan = f"plan p {{ step a {{ call src.get(k: 1) }} step x {{ {step} }} }}"
+    (found,) = diagnostics(plan, DIFFERENTIAL_POLICY)
+    assert found.name == "policy-deny-possible" and f"`{rule}`" in found.message
+    if note is not None:
+        assert any(line.startswith(note) for line in found.notes)

@@ -181,10 +181,11 @@ def decide_for_step(evaluator: Any, when: cel.Expr, facts: StepFacts, activation
 
 
 def _verdict(evaluator: Any, expr: cel.Expr, scope: dict[str, Any], unknown: bool,
-             assume: tuple[cel.Expr, ...]) -> StaticVerdict:
+             assume: tuple[cel.Expr, ...], given: tuple[cel.Expr, ...] = ()) -> StaticVerdict:
     """The evaluator's verdict; with `assume`, the solver's under the premise that those
-    expressions evaluate (the call is made only when its computed arguments do)."""
-    if not assume:
+    expressions evaluate (the call is made only when its computed arguments do), and with `given`
+    that those conditions hold (the call is made only when its step's `when` does)."""
+    if not assume and not given:
         return evaluator.verdict(expr, scope, unknown)
     outcome = evaluator.holds(expr, scope)
     if isinstance(outcome, bool):
@@ -192,7 +193,7 @@ def _verdict(evaluator: Any, expr: cel.Expr, scope: dict[str, Any], unknown: boo
     from plangate.policy.decide import _seconds_for_durations
     from plangate.smt.decide import decide
 
-    answer = decide(expr, _seconds_for_durations(scope), assume=assume, original=scope)
+    answer = decide(expr, _seconds_for_durations(scope), assume=assume, original=scope, given=given)
     return StaticVerdict(answer.outcome, answer.witness, answer.reason)
 
 
@@ -207,17 +208,10 @@ def _decide_condition(evaluator: Any, condition: cel.Expr, scope: dict[str, Any]
     steps = {node.name for node in cel.walk(when) if isinstance(node, cel.Ident) and node.name in ctx.graph.steps}
     for name in steps:  # the steps whose results the condition reads, and no others, by `step_key`
         scope.setdefault(step_key(name), {"result": Unknown(f"{name}.result", "dyn")})
-    when = rename_steps(when, steps)
-    together = cel.Binary("&&", when, condition)
-    possible = _verdict(evaluator, together, scope, True, assume)
-    if possible.outcome in ("never", "runtime", "unknown"):
-        return possible
-    otherwise = _verdict(evaluator, cel.Binary("&&", when, cel.Unary("!", condition)), scope, True, assume)
-    if otherwise.outcome == "never":
-        return StaticVerdict("must", possible.witness)
-    if otherwise.outcome in ("runtime", "unknown"):
-        return otherwise
-    return StaticVerdict("may", possible.witness)
+    # On the runs where the step runs: the condition's verdict given that its `when` holds. (Not
+    # `when && !condition`: `!` of an error is an error, so runs where the rule fails, and does
+    # not fire, would not count against "must".)
+    return _verdict(evaluator, condition, scope, True, assume, given=(rename_steps(when, steps),))
 
 
 def _fired(rule: CompiledRule, span: Any, verdict: StaticVerdict, subject: str,

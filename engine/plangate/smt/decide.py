@@ -62,26 +62,42 @@ class Verdict:
 
 
 def decide(condition: Expr, activation: Mapping[str, object], time_bound: float = 2.0,
-           assume: Sequence[Expr] = (), original: Mapping[str, object] | None = None) -> Verdict:
+           assume: Sequence[Expr] = (), original: Mapping[str, object] | None = None,
+           given: Sequence[Expr] = ()) -> Verdict:
     """`original`: the activation a witness is replayed in (default `activation`; the caller's
-    when it gave the solver durations as seconds)."""
+    when it gave the solver durations as seconds). `given`: conditions that hold on every run that
+    matters (a step's `when`: its call is made only when it fires), a premise as `assume` is."""
     encoder = Encoder(activation, opaque=True, kinds=collection_kinds(activation))
     try:
-        premise = conj(*(encoder.evaluates(expr) for expr in assume))
+        premise = conj(*(encoder.evaluates(expr) for expr in assume), *(encoder.fires(expr) for expr in given))
         fires = encoder.fires(condition)
         if premise == "false":
             return Verdict("never")
         if fires in ("true", "false") and premise == "true":
-            return Verdict("must", {}) if fires == "true" else Verdict("never")
+            return _narrowed(encoder, Verdict("must", {})) if fires == "true" else Verdict("never")
         background = "\n".join([*encoder.declarations(), *([f"(assert {premise})"] if premise != "true" else [])])
         values = encoder.values()
     except Unsupported as error:
         return Verdict("runtime", reason=error.reason)
     except RecursionError:
         return Verdict("runtime", reason="the expression is nested too deeply to reason about")
+    replay = _Replay(condition, assume, given, activation if original is None else original)
     if encoder.atoms:
-        replay = _Replay(condition, assume, activation if original is None else original)
-        return _decide_opaque(encoder, background, fires, values, time_bound, replay)
+        return _narrowed(encoder, _decide_opaque(encoder, background, fires, values, time_bound, replay))
+    return _narrowed(encoder, _decide_plain(encoder, background, fires, values, time_bound, replay))
+
+
+def _narrowed(encoder: Encoder, verdict: Verdict) -> Verdict:
+    """"must" read as "may" where the encoding took a run-time value to be of one kind that its use
+    only makes likely (`Encoder.narrowed`: a double in double arithmetic, numbers in `+`): on a run
+    where it is of another (an int, a string), that use is an error and the rule does not fire."""
+    if verdict.outcome != "must" or not encoder.narrowed:
+        return verdict
+    return Verdict("may", verdict.witness, f"it does not fire where {encoder.narrowed[0]}")
+
+
+def _decide_plain(encoder: Encoder, background: str, fires: str, values: tuple[tuple[str, str], ...],
+                  time_bound: float, replay: "_Replay") -> Verdict:
     can_fire, can_fail = solve.check([solve.Query(f"{background}\n(assert {fires})", values),
                                       solve.Query(f"{background}\n(assert (not {fires}))", values)], time_bound)
     if can_fire.status == "unsat":
@@ -89,7 +105,7 @@ def decide(condition: Expr, activation: Mapping[str, object], time_bound: float 
     if can_fire.status != "sat":
         return Verdict("unknown", reason=can_fire.reason)
     witness = encoder.decode(can_fire.model)
-    replayed = None if witness is None else _Replay(condition, assume, activation if original is None else original)(witness)
+    replayed = None if witness is None else replay(witness)
     if any(variable.kind is not None for variable in encoder.variables.values()):
         # A declared list or map is written out from its size and keys: shown only once the
         # runtime's evaluator confirms it (else the verdict stands, with no example).
@@ -108,18 +124,21 @@ class _Replay:
     """The condition evaluated by the runtime's evaluator on a witness: True (it fires), False (it
     does not), None (a run that does not count: a premise fails to evaluate)."""
 
-    def __init__(self, condition: Expr, assume: Sequence[Expr], activation: Mapping[str, object]) -> None:
+    def __init__(self, condition: Expr, assume: Sequence[Expr], given: Sequence[Expr],
+                 activation: Mapping[str, object]) -> None:
         from plangate.cel.evaluate import compile_expr
 
         self.condition = compile_expr(condition)
         self.premises = [compile_expr(expr) for expr in assume]
+        self.conditions = [compile_expr(expr) for expr in given]
         self.activation = activation
 
     def __call__(self, witness: Mapping[str, object]) -> bool | None:
         from plangate.cel.evaluate import CelError
 
         concrete = instantiate(self.activation, witness)
-        if any(isinstance(premise(concrete), CelError) for premise in self.premises):
+        if any(isinstance(premise(concrete), CelError) for premise in self.premises) or any(
+                condition(concrete) is not True for condition in self.conditions):
             return None
         return self.condition(concrete) is True
 

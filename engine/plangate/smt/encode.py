@@ -347,6 +347,10 @@ class Encoder:
         self.scalar_strings = False  # strings are ordered or matched: their characters must be scalars
         self.atoms_touched: set[str] = set()  # names of the opaque conditions reached (resettable)
         self.sizes: list[Variable] = []  # the lists and maps whose `size()` was asked, in order
+        # Where a run-time value was taken to be of the one kind its use takes (a double in double
+        # arithmetic, numbers in `+`) although a run may give another, on which that use is an
+        # error: every run is not a model, so "must fire" cannot be claimed (`decide`).
+        self.narrowed: list[str] = []
 
     # -- the public surface -----------------------------------------------------------------
 
@@ -1021,6 +1025,8 @@ class Encoder:
             for root in (ra, rb):
                 if root.sort is None:
                     root.sort, root.number = "Real", True
+                    if op == "+":  # strings and lists add too, to values no number use fits
+                        self.narrowed.append(f"{_named(root)} is a string or a list (`+` adds those too)")
             if ra is not rb:
                 rb.parent = ra
                 ra.paths.extend(rb.paths)
@@ -1033,14 +1039,14 @@ class Encoder:
         if ra.sort == "Real" and rb.sort == "Real":
             for root in (ra, rb):
                 if root.number and not root.integral:
-                    _fix_double(root)  # double arithmetic: it is a double
+                    _fix_double(root, self.narrowed)  # double arithmetic: it is a double
         if ra.sort is not None and rb.sort is not None and ra.sort != rb.sort and ra.declared and rb.declared:
             return Error(f"no `{op}` between {SORT_NAMES[ra.sort]} and {SORT_NAMES[rb.sort]}")
         sort = self.unify(a.sort, b.sort, left if isinstance(left, Variable) else right)
         if sort == "Real":  # double arithmetic takes doubles only: a run-time operand is a double
             for root in (a.sort.find(), b.sort.find()):
                 if not root.declared and not root.integral:
-                    _fix_double(root)
+                    _fix_double(root, self.narrowed)
         defined = conj(a.defined, b.defined)
         if op == "+" and sort == "String":
             return Term(f"(str.++ {a.text} {b.text})", a.sort, defined)
@@ -1222,13 +1228,14 @@ def _number_kind(root: SortClass) -> tuple[str, bool] | None:
     return None  # a number of either kind (`double` alone only says it met a double in a comparison)
 
 
-def _fix_double(root: SortClass) -> None:
-    """A run-time number in double arithmetic: a double. One that int arithmetic read as an int
-    too is used both ways — at run time one of the two is an error, and which one decides the
-    verdict —, so it is decided at run time, in either order of the two uses."""
+def _fix_double(root: SortClass, narrowed: list[str]) -> None:
+    """A run-time number in double arithmetic: a double (an int there is an error: `narrowed`).
+    One that int arithmetic read as an int too is used both ways — at run time one of the two is
+    an error, and which one decides the verdict —, so it is decided at run time, in either order."""
     if root.int_use:
         raise Unsupported(f"{_named(root)} is used inconsistently: as an int and as a double")
     root.number, root.double = False, True
+    narrowed.append(f"{_named(root)} is an int (double arithmetic takes doubles only)")
 
 
 def _named(root: SortClass) -> str:
