@@ -130,6 +130,23 @@ def _slow_write(release, happened: list[str], wait: float) -> ToolRegistry:
     return registry
 
 
+def _advance_once_returned(runtime: Runtime, run: str, happened: list[str]):
+    """`runtime.advance(run)` once the `_slow_write` call has returned and its process let go of
+    the run (a while at most); the report."""
+    import threading
+
+    from plangate.runtime.host import RunError
+
+    for _ in range(100):
+        if happened:
+            try:
+                return runtime.advance(run)
+            except RunError:
+                pass
+        threading.Event().wait(0.05)
+    raise AssertionError("the call never returned, or the run stayed held")
+
+
 def test_a_call_past_its_time_is_left_unknown_and_settled_by_the_hook(tmp_path):
     import threading
 
@@ -206,15 +223,7 @@ def test_a_timed_out_call_still_in_flight_keeps_the_run_held_until_it_returns(tm
         other.advance(run)  # it would ask the hook, hear "not happened" and call again
     assert other.view(run).states["s"] == "running"
     release.set()
-    for _ in range(100):
-        if happened:
-            try:
-                report = other.advance(run)
-                break
-            except RunError:
-                pass
-        threading.Event().wait(0.05)
-    assert report.state == "succeeded" and happened == ["slow-1"]
+    assert _advance_once_returned(other, run, happened).state == "succeeded" and happened == ["slow-1"]
 
 
 def test_calls_in_flight_when_an_advance_is_interrupted_keep_the_run_held_until_they_return(tmp_path, monkeypatch):
@@ -251,15 +260,7 @@ def test_calls_in_flight_when_an_advance_is_interrupted_keep_the_run_held_until_
     with pytest.raises(RunError, match="run `r1` is being executed by process"):
         other.advance(run)
     release.set()
-    for _ in range(100):
-        if happened:
-            try:
-                report = other.advance(run)
-                break
-            except RunError:
-                pass
-        threading.Event().wait(0.05)
-    assert report.state == "succeeded" and happened == ["slow-1"]
+    assert _advance_once_returned(other, run, happened).state == "succeeded" and happened == ["slow-1"]
 
 
 def test_a_read_only_call_that_times_out_is_a_failed_attempt_retried_not_an_unknown_outcome(tmp_path):
