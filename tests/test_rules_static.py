@@ -378,3 +378,31 @@ def test_a_deny_whose_runs_include_a_value_on_which_it_fails_may_fire_not_must_n
     assert found.name == "policy-deny-possible" and f"`{rule}`" in found.message
     if note is not None:
         assert any(line.startswith(note) for line in found.notes)
+
+
+PRECISION_POLICY = """policy p {
+  tool src.get { risk read_only }
+  tool t.ty { risk read_only  args { d: double } }
+  tool t.un { risk read_only }
+  deny "both" when call.tool == "t.ty" && (args.d >= 0.0 || args.d < 0.0)
+  deny "scale" when call.tool == "t.ty" && args.d * 0.0 < 1.0
+  deny "half" when call.tool == "t.un" && has(args.v) && args.v > 0.5
+  deny "mix" when call.tool == "t.un" && has(args.p) && args.p + args.q > 0
+  deny "nulls" when call.tool == "t.un" && has(args.x) && args.x == args.y && (args.z + args.x > 0 || true) && args.x == null
+}"""
+
+
+@pytest.mark.parametrize("step, expected", [
+    # the argument check refuses a value of another type before any rule: the rules see a double
+    ("call t.ty(d: a.result.r)", ["policy-deny", "policy-deny"]),
+    # an int makes the `when` fail (the step is skipped): only doubles count, and each fires
+    ("call t.un(v: a.result.r) when a.result.r * 2.0 > 1.0", ["policy-deny"]),
+    # an int and a double do not add: that run does not fire
+    ("call t.un(p: a.result.x, q: a.result.y) when a.result.x > 0 && a.result.x < 10 && a.result.y > 0 "
+     "&& a.result.y < 10", ["policy-deny-possible"]),
+    # two nulls are equal, and fire (`|| true` absorbs the error of the sum)
+    ("call t.un(x: a.result.n1, y: a.result.n2, z: a.result.n3)", ["decided-at-run-time"]),
+])
+def test_must_is_kept_where_every_counted_run_fires_and_dropped_where_one_does_not(step, expected):
+    plan = f"plan p {{ step a {{ call src.get(k: 1) }} step x {{ {step} }} }}"
+    assert [d.name for d in diagnostics(plan, PRECISION_POLICY)] == expected

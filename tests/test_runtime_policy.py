@@ -263,6 +263,38 @@ def test_calls_in_flight_when_an_advance_is_interrupted_keep_the_run_held_until_
     assert _advance_once_returned(other, run, happened).state == "succeeded" and happened == ["slow-1"]
 
 
+def test_a_journal_error_while_a_timeout_is_recorded_neither_waits_for_the_call_nor_lets_go_of_it(tmp_path, monkeypatch):
+    """The timed-out call is on the books before anything about it is written: a failure while
+    writing it neither makes `advance` wait for the call (it may never return) nor frees the run."""
+    import threading
+
+    from plangate.runtime.host import RunError
+    from plangate.runtime.journal import JournalError
+
+    release = threading.Event()
+    happened: list[str] = []
+    registry = _slow_write(release, happened, 10)
+    plan = 'plan p { step s { call ops.slow() time 1s idempotency "slow-1" } }'
+    first = Runtime(Journal.open(tmp_path / "journal.db"), registry)
+    other = Runtime(Journal.open(tmp_path / "journal.db"), registry)
+    run = first.start(plan, "p.plan", [("p.policy", SLOW_POLICY)], run="r1")
+    real_append = first.journal.append
+
+    def failing(run_id, kind, body, step=None, **options):
+        if kind == "outcome_unknown":
+            raise JournalError("the disk is full")
+        return real_append(run_id, kind, body, step, **options)
+
+    monkeypatch.setattr(first.journal, "append", failing)
+    with pytest.raises(JournalError, match="the disk is full"):
+        first.advance(run)
+    assert happened == []  # it did not wait for the call
+    with pytest.raises(RunError, match="run `r1` is being executed by process"):
+        other.advance(run)
+    release.set()
+    assert _advance_once_returned(other, run, happened).state == "succeeded" and happened == ["slow-1"]
+
+
 def test_a_read_only_call_that_times_out_is_a_failed_attempt_retried_not_an_unknown_outcome(tmp_path):
     """A read has no effect to settle: its timeout is retried (if the step allows), or fails the
     step; it never waits for a reconciliation as a write's timeout does."""

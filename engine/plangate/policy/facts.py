@@ -181,9 +181,9 @@ def static_arguments(step_id: str, call: ToolCall, entry: CatalogueEntry | None,
         if reads:
             path = result_path(expr)
             if path is not None and types.get(argument.name) == "double":
-                # An int result passes for a double argument (the rules see it converted), and other
-                # uses of that result see it as it is, an int: its kind is the run's, not `double`.
-                kind = "dyn"
+                # An int result passes for a double argument (the rules see it converted) while other
+                # uses of that result see it as it is, an int: a number of either kind, not `double`.
+                kind = "number"
             values[argument.name] = Unknown(path or f"{step_id}.args.{argument.name}", kind)
             continue
         value = constant_value(expr)

@@ -335,13 +335,11 @@ class Runtime:
                 if problems:
                     self._folded.pop(run, None)
                     raise RunError("the journal of run `%s` is damaged: %s" % (run, "; ".join(map(str, problems[:3]))))
-                try:
+                if records:  # into a copy: a fold stopped half-way (a damaged record, an interrupt) leaves the cache whole
+                    folded = _copy_view(folded)
                     for record in records:
                         with _reading(record):
                             _fold(folded, record)
-                except RunError:
-                    self._folded.pop(run, None)  # folded in part: the next view folds afresh
-                    raise
                 last = (records[-1].seq, records[-1].hash) if records else (seq, record_hash)
             self._folded[run] = (folded, last)
             view = _copy_view(folded)
@@ -415,7 +413,6 @@ class Runtime:
         workers = allowed if allowed else max(1, min(len(view.plan.steps), DEFAULT_WORKERS))
         pool = ThreadPoolExecutor(max_workers=workers)
         running: dict[Future, tuple[str, dict[str, Any], float]] = {}  # call → (step, intent, deadline)
-        left_behind = 0
         frontier = _Frontier(_index(view.plan), view.states)
         try:
             while True:
@@ -462,9 +459,7 @@ class Runtime:
                     step_id, call, _ = running.pop(future)
                     self.fault(step_id, "after_call")
                     self._finish(self.view(run), step_id, call, future.result())
-                timed_out = self._time_out(run, running)
-                if timed_out:  # their threads stay busy: later calls get fresh ones (`_abandoned` counts them)
-                    left_behind += timed_out
+                if self._time_out(run, running):  # their threads stay busy: later calls get fresh ones (`_abandoned` counts them)
                     pool.shutdown(wait=False)
                     pool = ThreadPoolExecutor(max_workers=workers)
         finally:
@@ -476,7 +471,9 @@ class Runtime:
             for future, step_id, deadline in in_flight_now:
                 left = deadline - time.monotonic()
                 self._abandon(run, step_id, future, int(left) if left != float("inf") else 0)
-            pool.shutdown(wait=not left_behind and not in_flight_now, cancel_futures=True)  # never wait on them
+            # Every call this pool ran has answered or is on the books as abandoned: nothing to wait for
+            # (waiting on an abandoned call could wait forever).
+            pool.shutdown(wait=False, cancel_futures=True)
         return self.report(run, self.view(run))
 
     def _abandoned(self, run: str) -> dict[Future, tuple[str, float]]:
@@ -528,11 +525,11 @@ class Runtime:
         for future, (step_id, call, deadline) in list(running.items()):
             if now < deadline or future.done():  # (one that answered meanwhile is finished by the next wait)
                 continue
-            del running[future]
             view = self.view(run)
             step = _step(view.plan, step_id)
             assert step is not None and step.call is not None
             self._abandon(run, step_id, future, _time_bound(view.policy, step))
+            del running[future]  # only now: should anything above fail, the call is still on the books
             reason = f"no answer within {_bound_text(view.policy, step)}"
             if effective_risk(step, view.policy.match(step.call.tool)) == Risk.read_only:
                 self.journal.append(run, "attempt_failed", {"error": f"{reason} (a read-only call: no effect to "

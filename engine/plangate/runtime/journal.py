@@ -240,7 +240,7 @@ class Journal:
         if (read_only or not create) and not path.is_file():
             raise JournalError(f"there is no journal at {path}")
 
-        def connect() -> sqlite3.Connection:  # check_same_thread: `close` closes every thread's
+        def connect() -> sqlite3.Connection:  # check_same_thread: a connection may be closed by the GC elsewhere
             if read_only:
                 return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None,
                                        timeout=BUSY_TIMEOUT_SECONDS, check_same_thread=False)

@@ -95,7 +95,7 @@ UINT_MAX = 2 ** 64 - 1
 # which no text has, and which ordering ("\uD7FF" < s < "\uE000") or a class (`[^a]`) may pick.
 SCALAR_TEXT = '(re.* (re.union (re.range "\\u{0}" "\\u{d7ff}") (re.range "\\u{e000}" "\\u{2ffff}")))'
 UNKNOWN_SORTS = {"int": "Int", "uint": "Int", "double": "Real", "string": "String", "bool": "Bool", "list": "List",
-                 "map": "Map", "dyn": None}
+                 "map": "Map", "dyn": None, "number": "Real"}
 COLLECTIONS = ("list", "map")  # declared types whose values the encoder knows only by size and keys
 SORT_NAMES = {"Int": "an int", "Real": "a double", "String": "a string", "Bool": "a bool", "Map": "a map",
               "List": "a list"}
@@ -147,7 +147,7 @@ class SortClass:
     """A union-find node: values that must share one sort, and that sort once known."""
 
     __slots__ = ("parent", "sort", "paths", "declared", "number", "integral", "int_use", "double", "duration",
-                 "peer_equal")
+                 "peer_equal", "converted")
 
     def __init__(self, sort: str | None = None, path: str | None = None, declared: bool = False) -> None:
         self.parent: SortClass = self
@@ -161,6 +161,7 @@ class SortClass:
         self.integral = False
         self.int_use = False  # a number of either kind in int arithmetic: a whole witness shows an int
         self.peer_equal = False  # compared for equality with a run-time value (itself too): two nulls are equal
+        self.converted = False  # a number the rules see as a double (an argument declared `double`): `number`
         self.double = False  # met a double (a literal or a declared one): a witness shows a double
         self.duration = False  # compared with a duration (as seconds): a witness shows a duration
 
@@ -187,6 +188,7 @@ class Variable:
     # A value of no declared type: the constant "it has the sort its uses give it" ("true" when declared).
     fits: str = "true"
     unsigned: bool = False  # a declared `uint`: an Int from 0 to 2⁶⁴-1, compared but never computed with
+    converted: bool = False  # given to an argument declared `double`: a number on every run that counts
 
 
 KEEP = object()  # a candidate that keeps the model's value (any value but the one excluded)
@@ -347,10 +349,11 @@ class Encoder:
         self.scalar_strings = False  # strings are ordered or matched: their characters must be scalars
         self.atoms_touched: set[str] = set()  # names of the opaque conditions reached (resettable)
         self.sizes: list[Variable] = []  # the lists and maps whose `size()` was asked, in order
-        # Where a run-time value was taken to be of the one kind its use takes (a double in double
-        # arithmetic, numbers in `+`) although a run may give another, on which that use is an
-        # error: every run is not a model, so "must fire" cannot be claimed (`decide`).
-        self.narrowed: list[str] = []
+        # Where a run-time value was taken to be of the one kind its use takes although a run may
+        # give another: every run is not a model, so "must fire" cannot be claimed (`decide`). Each
+        # with whether that use is an error on the other values (a double in `x * 0.5`, numbers of
+        # one kind in `x + y`) or is not (numbers in `x + x`: strings and lists add too).
+        self.narrowed: list[tuple[str, bool]] = []
 
     # -- the public surface -----------------------------------------------------------------
 
@@ -410,6 +413,8 @@ class Encoder:
                 lines.append(f"(declare-const {variable.name} {sort})")
                 if variable.fits != "true":
                     lines.append(f"(declare-const {variable.fits} Bool)")
+                    if variable.converted:  # the call is refused, before any rule, for a value of another type
+                        facts.append(f"(assert {variable.fits})")
                 if sort == "Int":
                     low, high = (0, UINT_MAX) if variable.unsigned else (INT_MIN, INT_MAX)
                     facts.append(f"(assert (and (<= {int_text(low)} {variable.name}) "
@@ -557,6 +562,10 @@ class Encoder:
         if isinstance(value, Unknown):
             variable = self.variable(value.path, UNKNOWN_SORTS[value.type], None)
             variable.unsigned = variable.unsigned or value.type == "uint"
+            if value.type == "number":  # an int or a double, read as a double: of either kind, never of another type
+                root = variable.sort.find()
+                root.number, root.declared, root.converted, root.double = not root.integral, False, True, True
+                variable.converted = True
             if value.type in COLLECTIONS:
                 variable.kind = value.type  # `variable` unified its sort with the type's: one kind
             return variable
@@ -636,8 +645,7 @@ class Encoder:
                 raise Unsupported(self._mismatch(a, b, culprit))
             return a.sort
         if a.sort is None and b.sort is None:
-            b.parent = a
-            a.paths.extend(b.paths)
+            _merge(a, b)
             return None
         open_class, bound = (a, b) if a.sort is None else (b, a)
         open_class.sort = bound.sort
@@ -1026,12 +1034,10 @@ class Encoder:
                 if root.sort is None:
                     root.sort, root.number = "Real", True
                     if op == "+":  # strings and lists add too, to values no number use fits
-                        self.narrowed.append(f"{_named(root)} is a string or a list (`+` adds those too)")
+                        self.narrowed.append((f"{_named(root)} is a string or a list (`+` adds those too)", False))
             if ra is not rb:
-                rb.parent = ra
-                ra.paths.extend(rb.paths)
-                ra.duration = ra.duration or rb.duration
-                ra.int_use = ra.int_use or rb.int_use
+                self.narrowed.append((f"{_named(ra)} and {_named(rb)} are an int and a double (which do not mix)", True))
+                _merge(ra, rb)
             text = f"({op} {a.text} {b.text})"
             in_range = (f"(=> (and (is_int {a.text}) (is_int {b.text})) (and (<= {real_text(Fraction(INT_MIN))} {text}) "
                         f"(<= {text} {real_text(Fraction(INT_MAX))})))")
@@ -1228,14 +1234,25 @@ def _number_kind(root: SortClass) -> tuple[str, bool] | None:
     return None  # a number of either kind (`double` alone only says it met a double in a comparison)
 
 
-def _fix_double(root: SortClass, narrowed: list[str]) -> None:
+def _merge(into: SortClass, other: SortClass) -> None:
+    """Make `other` part of `into`'s class, with what was learnt of each."""
+    other.parent = into
+    into.paths.extend(other.paths)
+    into.duration = into.duration or other.duration
+    into.int_use = into.int_use or other.int_use
+    into.peer_equal = into.peer_equal or other.peer_equal
+    into.converted = into.converted or other.converted
+
+
+def _fix_double(root: SortClass, narrowed: list[tuple[str, bool]]) -> None:
     """A run-time number in double arithmetic: a double (an int there is an error: `narrowed`).
     One that int arithmetic read as an int too is used both ways — at run time one of the two is
     an error, and which one decides the verdict —, so it is decided at run time, in either order."""
     if root.int_use:
         raise Unsupported(f"{_named(root)} is used inconsistently: as an int and as a double")
     root.number, root.double = False, True
-    narrowed.append(f"{_named(root)} is an int (double arithmetic takes doubles only)")
+    if not root.converted:
+        narrowed.append((f"{_named(root)} is an int (double arithmetic takes doubles only)", True))
 
 
 def _named(root: SortClass) -> str:
