@@ -268,6 +268,18 @@ def test_a_null_test_is_exclusive_with_the_uses_a_null_fails(other, together):
         assert found == []
 
 
+def test_a_conditional_whose_branches_may_differ_in_type_is_decided_at_run_time():
+    """`c ? 0 : x` once made x an int for good, so `== "go"` could never hold: a step that runs
+    when x is "go" was never charged."""
+    plan = """plan p {
+      budget { calls <= 1 }
+      step x { call t.x() }
+      step a { call t.a() when (x.result.c ? 0 : x.result.v) == "go" }
+    }"""
+    found = diagnostics(plan)
+    assert names(found) == ["budget-exceeded:error", "decided-at-run-time:note"]
+
+
 def test_an_undecided_solver_is_budget_unknown():
     found = diagnostics(BRANCHES.format(first="x.result.n * 2 > 5", second="x.result.n * 2 < 3"),
                         solver_time_bound=1e-9)  # arithmetic: not a simple condition, so the solver decides

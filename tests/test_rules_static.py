@@ -406,3 +406,31 @@ PRECISION_POLICY = """policy p {
 def test_must_is_kept_where_every_counted_run_fires_and_dropped_where_one_does_not(step, expected):
     plan = f"plan p {{ step a {{ call src.get(k: 1) }} step x {{ {step} }} }}"
     assert [d.name for d in diagnostics(plan, PRECISION_POLICY)] == expected
+
+
+ROUND_TWO_POLICY = """policy p {
+  tool src.get { risk read_only }
+  tool u.x { risk read_only }
+  tool t.x { risk read_only args { path: string, tags: list? } }
+  tool t.am { risk read_only args { amount: double } }
+  deny "branches" when call.tool == "u.x" && has(args.v) && (args.v ? 0 : args.w) == "a"
+  deny "tagged" when call.tool == "t.x" && args.path.startsWith("/etc/") && has(args.tags)
+  deny "cap" when call.tool == "t.am" && args.amount * 1.1 > 500.0
+  deny "timeout" when call.tool == "u.x" && has(args.timeout) && args.timeout != duration("30m") && args.job == "backup"
+}"""
+
+
+@pytest.mark.parametrize("step, expected", [
+    # `c ? 0 : x` with x a string: one branch's type is not the other's
+    ("call u.x(v: a.result.c, w: a.result.x)", "decided-at-run-time"),
+    # `tags` is read only through has(): its computation reads `b`, which nothing else does
+    ('call t.x(path: "/etc/" + a.result.name, tags: [b.result.tag])', "policy-deny"),
+    # an int computed for a double argument reaches the rules converted (qty 5: 500.0 * 1.1)
+    ("call t.am(amount: a.result.qty * 100)", "policy-deny-possible"),
+    # an int is never equal to a duration: `!=` holds
+    ("call u.x(timeout: 1800, job: a.result.job)", "policy-deny-possible"),
+])
+def test_second_round_of_differential_findings(step, expected):
+    """Each was a `never` (or a `must`) that a concrete run contradicted."""
+    plan = f"plan p {{ step a {{ call src.get(k: 1) }} step b {{ call src.get(k: 2) }} step x {{ {step} }} }}"
+    assert [d.name for d in diagnostics(plan, ROUND_TWO_POLICY)] == [expected]

@@ -23,7 +23,7 @@ from plangate.cel.reference import evaluate_reference
 from plangate.smt import solve
 from plangate.smt.decide import Unknown, Verdict, decide, instantiate
 from plangate.cel.ast import Binary, Ident, Literal, Select, Unary, to_source, walk
-from plangate.smt.encode import Encoder, duration_seconds
+from plangate.smt.encode import Encoder, WholeSeconds, duration_seconds
 from plangate.source import SourceFile
 from plangate.syntax import parse_expression
 
@@ -33,7 +33,7 @@ ACTIVATION = {
     "x": {"result": Unknown("x.result")},
     "args": {"amount": Unknown("args.amount", "double"), "env": Unknown("args.env", "string"),
              "count": Unknown("args.count", "int"), "force": Unknown("args.force", "bool")},
-    "step": {"risk": 2, "retry": 1, "time": 300},
+    "step": {"risk": 2, "retry": 1, "time": WholeSeconds(300)},  # a duration, in seconds to the solver
     "call": {"tool": "db.drop"},
     "read_only": 0, "reversible_write": 1, "external_write": 2, "irreversible": 3,
 }

@@ -166,8 +166,13 @@ def decide_for_step(evaluator: Any, when: cel.Expr, facts: StepFacts, activation
     if condition is when:
         return _decide_condition(evaluator, when, dict(activation), facts, ctx)
     read = arguments_read(when)
+    premises = [expr for name, expr in facts.computed.items() if name in read]
+    for expr in premises:  # the steps a premise reads (`has(args.x)` reads x's computation only there)
+        for node in cel.walk(expr):
+            if isinstance(node, cel.Ident) and node.name in ctx.graph.steps:
+                results.setdefault(step_key(node.name), {"result": Unknown(f"{node.name}.result", "dyn")})
     steps = {key[1:] for key in results}  # `step_key` names
-    assume = tuple(rename_steps(expr, steps) for name, expr in facts.computed.items() if name in read)
+    assume = tuple(rename_steps(expr, steps) for expr in premises)
     verdict = _decide_condition(evaluator, condition, {**results, **activation}, facts, ctx, assume)
     if verdict.outcome != "runtime":
         return verdict

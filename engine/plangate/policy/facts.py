@@ -102,6 +102,7 @@ def symbolic(condition: cel.Expr, facts: StepFacts) -> tuple[cel.Expr, dict[str,
     if not facts.computed or not (arguments_read(condition) & facts.computed.keys()):
         return condition, {}
     read: set[str] = set()
+    declared = {spec.name: spec.type for spec in (facts.entry.args or ())} if facts.entry is not None else {}
 
     def rebuild(node: cel.Expr) -> cel.Expr:
         name = _argument_name(node)
@@ -109,7 +110,10 @@ def symbolic(condition: cel.Expr, facts: StepFacts) -> tuple[cel.Expr, dict[str,
             computed = facts.computed[name]
             names = {n.name for n in cel.walk(computed) if isinstance(n, cel.Ident)}
             read.update(names)
-            return rename_steps(computed, names)  # the plan's names, not the rule's (`call`, `args`…)
+            renamed = rename_steps(computed, names)  # the plan's names, not the rule's (`call`, `args`…)
+            if declared.get(name) == "double":  # an int passes for a double: the rules see it converted
+                return cel.Call("double", None, (renamed,), renamed.span)
+            return renamed
         if isinstance(node, cel.Call) and node.function == "has" and any(
                 _argument_name(argument) is not None for argument in node.args):
             return node  # `has(args.x)`: whether the call gives `x` (it does), not a test of x's value

@@ -318,6 +318,8 @@ def duration_seconds(text: str) -> int | float | None:
 def kind_of(value: object) -> str:
     """A concrete value's CEL type as the encoder compares it: `type_name`'s, with `uint` as `int`
     (the solver has one integer sort, and `1 == 1u` in CEL)."""
+    if isinstance(value, (WholeSeconds, FractionalSeconds)):
+        return "duration"  # seconds to the solver, but never equal to (nor ordered with) a number
     name = type_name(value)
     return "int" if name == "uint" else name
 
@@ -816,6 +818,11 @@ class Encoder:
             term = self.term(kept)
             return Term(term.text, term.sort, conj(holds, term.defined))
         a, b = self.term(then), self.term(otherwise)
+        ra, rb = a.sort.find(), b.sort.find()
+        if ra is not rb and not (ra.declared and rb.declared):
+            # A run-time value in one branch would take the other branch's type for all its uses,
+            # though on the runs that choose it, it may be of any type (`c ? 0 : x` with x a string).
+            raise Unsupported("the branches of `?:` may be of different types, known only at run time")
         self.unify(a.sort, b.sort, then)
         return Term(f"(ite {choice.true} {a.text} {b.text})", a.sort,
                     disj(conj(choice.true, a.defined), conj(choice.false, b.defined)))
@@ -1087,12 +1094,32 @@ class Encoder:
             return self.size(self.evaluate(expr.target if expr.target is not None else expr.args[0]))
         if name == "string" and expr.target is None and len(expr.args) == 1:
             return self.to_string(self.evaluate(expr.args[0]))
+        if name == "double" and expr.target is None and len(expr.args) == 1:
+            return self.to_double(self.evaluate(expr.args[0]))
         if name in ("startsWith", "endsWith", "contains") and expr.target is not None and len(expr.args) == 1:
             return self.string_test(name, self.evaluate(expr.target), self.evaluate(expr.args[0]))
         if name == "matches" and len(expr.args) + (expr.target is not None) == 2:
             target, pattern = (expr.target, expr.args[0]) if expr.target is not None else expr.args
             return self.matches(self.evaluate(target), self.evaluate(pattern))
         raise Unsupported(f"`{name}` is outside the subset the checker reasons about")
+
+    def to_double(self, value: object) -> object:
+        """`double(x)` of a number: the same value, a double (its own class: what is done with it
+        fixes nothing about `x`). Of a value of no sort yet, or a string (parsed), it is outside
+        the subset."""
+        if isinstance(value, Error):
+            return value
+        if not isinstance(value, SYMBOLIC):
+            if type(value) in (int, float):
+                return float(value)
+            raise Unsupported(f"`double()` of a {kind_of(value)} is outside the subset the checker reasons about")
+        term = self.term(value)
+        root = term.sort.find()
+        if root.sort == "Int":
+            return Term(f"(to_real {term.text})", self._fixed["Real"], term.defined)
+        if root.sort == "Real":
+            return Term(term.text, self._fixed["Real"], term.defined)
+        raise Unsupported("`double()` of a value whose type is known only at run time")
 
     def matches(self, target: object, pattern: object) -> object:
         """`target.matches(pattern)` with a known pattern: folded on a known string; on a run-time
@@ -1386,7 +1413,7 @@ def concrete_equal(left: object, right: object) -> object:
 
 def concrete_order(op: str, left: object, right: object) -> object:
     kind, other = kind_of(left), kind_of(right)
-    if not ((kind in NUMBER_KINDS and other in NUMBER_KINDS) or (kind == other and kind in ("string", "bool"))):
+    if not ((kind in NUMBER_KINDS and other in NUMBER_KINDS) or (kind == other and kind in ("string", "bool", "duration"))):
         return Error(f"no `{op}` between a {kind} and a {other}")
     return {"<": left < right, "<=": left <= right, ">": left > right,  # type: ignore[operator]
             ">=": left >= right}[op]  # type: ignore[operator]
@@ -1412,6 +1439,9 @@ def concrete_arithmetic(op: str, left: object, right: object) -> object:
         if op == "/":
             return a / b if b else (float("nan") if a == 0 else float("inf") * (1 if a > 0 else -1))
         return {"+": a + b, "-": a - b, "*": a * b}[op]
+    if kind == "duration" and op in ("+", "-"):
+        total = left + right if op == "+" else left - right  # type: ignore[operator]
+        return WholeSeconds(total) if float(total).is_integer() else FractionalSeconds(total)
     if op == "+" and kind in ("string", "list"):
         if len(left) + len(right) > MAX_SIZE:  # type: ignore[arg-type]
             raise Unsupported(f"a {kind} longer than {MAX_SIZE:,}, which the evaluator's bounds stop")
