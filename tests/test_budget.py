@@ -280,6 +280,15 @@ def test_a_conditional_whose_branches_may_differ_in_type_is_decided_at_run_time(
     assert names(found) == ["budget-exceeded:error", "decided-at-run-time:note"]
 
 
+def test_a_condition_over_a_negated_duration_is_charged():
+    plan = """plan p {
+      budget { cost <= 5 usd }
+      step x { call t.x() }
+      step a { call t.a() when x.result.ok == true && duration("2h") > -duration("1h") cost 6 usd }
+    }"""
+    assert names(diagnostics(plan)) == ["budget-exceeded:error"]
+
+
 def test_an_undecided_solver_is_budget_unknown():
     found = diagnostics(BRANCHES.format(first="x.result.n * 2 > 5", second="x.result.n * 2 < 3"),
                         solver_time_bound=1e-9)  # arithmetic: not a simple condition, so the solver decides

@@ -395,8 +395,9 @@ PRECISION_POLICY = """policy p {
 @pytest.mark.parametrize("step, expected", [
     # the argument check refuses a value of another type before any rule: the rules see a double
     ("call t.ty(d: a.result.r)", ["policy-deny", "policy-deny"]),
-    # an int makes the `when` fail (the step is skipped): only doubles count, and each fires
-    ("call t.un(v: a.result.r) when a.result.r * 2.0 > 1.0", ["policy-deny"]),
+    # a double fires; the narrowing that the `when` makes is kept (`||` could absorb the use that
+    # fails on an int, and the run would count): may, not must
+    ("call t.un(v: a.result.r) when a.result.r * 2.0 > 1.0", ["policy-deny-possible"]),
     # an int and a double do not add: that run does not fire
     ("call t.un(p: a.result.x, q: a.result.y) when a.result.x > 0 && a.result.x < 10 && a.result.y > 0 "
      "&& a.result.y < 10", ["policy-deny-possible"]),
@@ -434,3 +435,15 @@ def test_second_round_of_differential_findings(step, expected):
     """Each was a `never` (or a `must`) that a concrete run contradicted."""
     plan = f"plan p {{ step a {{ call src.get(k: 1) }} step b {{ call src.get(k: 2) }} step x {{ {step} }} }}"
     assert [d.name for d in diagnostics(plan, ROUND_TWO_POLICY)] == [expected]
+
+
+
+def test_a_negated_duration_is_a_duration():
+    """`-duration("1h")` is a duration in CEL: a rule over it is decided, not dropped as an error."""
+    policy = """policy p {
+      tool src.get { risk read_only }
+      tool a.put { risk read_only }
+      deny "r" when call.tool == "a.put" && args.id == "k" && step.time > -duration("1h")
+    }"""
+    plan = 'plan p { step s0 { call src.get(k: 1) } step s1 { call a.put(id: s0.result.id) time 5m } }'
+    assert [d.name for d in diagnostics(plan, policy)] == ["policy-deny-possible"]

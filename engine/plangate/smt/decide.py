@@ -70,9 +70,6 @@ def decide(condition: Expr, activation: Mapping[str, object], time_bound: float 
     encoder = Encoder(activation, opaque=True, kinds=collection_kinds(activation))
     try:
         premise = conj(*(encoder.evaluates(expr) for expr in assume), *(encoder.fires(expr) for expr in given))
-        # A premise narrowed to uses that fail on the other values removes only runs that do not
-        # count (the step is skipped, the call not made); one whose use succeeds there does not.
-        encoder.narrowed[:] = [entry for entry in encoder.narrowed if not entry[1]]
         fires = encoder.fires(condition)
         if premise == "false":
             return Verdict("never")
@@ -96,7 +93,7 @@ def _narrowed(encoder: Encoder, verdict: Verdict) -> Verdict:
     where it is of another (an int, a string), that use is an error and the rule does not fire."""
     if verdict.outcome != "must" or not encoder.narrowed:
         return verdict
-    return Verdict("may", verdict.witness, f"it does not fire where {encoder.narrowed[0][0]}")
+    return Verdict("may", verdict.witness, f"it does not fire where {encoder.narrowed[0]}")
 
 
 def _decide_plain(encoder: Encoder, background: str, fires: str, values: tuple[tuple[str, str], ...],

@@ -351,11 +351,11 @@ class Encoder:
         self.scalar_strings = False  # strings are ordered or matched: their characters must be scalars
         self.atoms_touched: set[str] = set()  # names of the opaque conditions reached (resettable)
         self.sizes: list[Variable] = []  # the lists and maps whose `size()` was asked, in order
-        # Where a run-time value was taken to be of the one kind its use takes although a run may
-        # give another: every run is not a model, so "must fire" cannot be claimed (`decide`). Each
-        # with whether that use is an error on the other values (a double in `x * 0.5`, numbers of
-        # one kind in `x + y`) or is not (numbers in `x + x`: strings and lists add too).
-        self.narrowed: list[tuple[str, bool]] = []
+        # Where a run-time value was taken to be of the one kind its use takes (a double in
+        # `x * 0.5`, numbers of one kind in `x + y`, numbers in `x + x`) although a run may give
+        # another: every run is not a model, so "must fire" cannot be claimed (`decide`). One made
+        # in a premise counts too: `||` may absorb the use that fails, and the run still counts.
+        self.narrowed: list[str] = []
 
     # -- the public surface -----------------------------------------------------------------
 
@@ -748,6 +748,8 @@ class Encoder:
                 cond = self.as_cond(value)
                 return Cond(cond.false, cond.true)
             return value if isinstance(value, Error) else Error(f"no `!` for a {kind_of(value)}")
+        if isinstance(value, (WholeSeconds, FractionalSeconds)):  # a duration negated is a duration
+            return type(value)(-value)
         if isinstance(value, float):
             return -value
         if isinstance(value, SYMBOLIC):
@@ -819,7 +821,7 @@ class Encoder:
             return Term(term.text, term.sort, conj(holds, term.defined))
         a, b = self.term(then), self.term(otherwise)
         ra, rb = a.sort.find(), b.sort.find()
-        if ra is not rb and not (ra.declared and rb.declared):
+        if ra is not rb and not ((ra.declared or ra.converted) and (rb.declared or rb.converted)):
             # A run-time value in one branch would take the other branch's type for all its uses,
             # though on the runs that choose it, it may be of any type (`c ? 0 : x` with x a string).
             raise Unsupported("the branches of `?:` may be of different types, known only at run time")
@@ -1041,9 +1043,9 @@ class Encoder:
                 if root.sort is None:
                     root.sort, root.number = "Real", True
                     if op == "+":  # strings and lists add too, to values no number use fits
-                        self.narrowed.append((f"{_named(root)} is a string or a list (`+` adds those too)", False))
+                        self.narrowed.append(f"{_named(root)} is a string or a list (`+` adds those too)")
             if ra is not rb:
-                self.narrowed.append((f"{_named(ra)} and {_named(rb)} are an int and a double (which do not mix)", True))
+                self.narrowed.append(f"{_named(ra)} and {_named(rb)} are an int and a double (which do not mix)")
                 _merge(ra, rb)
             text = f"({op} {a.text} {b.text})"
             in_range = (f"(=> (and (is_int {a.text}) (is_int {b.text})) (and (<= {real_text(Fraction(INT_MIN))} {text}) "
@@ -1271,7 +1273,7 @@ def _merge(into: SortClass, other: SortClass) -> None:
     into.converted = into.converted or other.converted
 
 
-def _fix_double(root: SortClass, narrowed: list[tuple[str, bool]]) -> None:
+def _fix_double(root: SortClass, narrowed: list[str]) -> None:
     """A run-time number in double arithmetic: a double (an int there is an error: `narrowed`).
     One that int arithmetic read as an int too is used both ways — at run time one of the two is
     an error, and which one decides the verdict —, so it is decided at run time, in either order."""
@@ -1279,7 +1281,7 @@ def _fix_double(root: SortClass, narrowed: list[tuple[str, bool]]) -> None:
         raise Unsupported(f"{_named(root)} is used inconsistently: as an int and as a double")
     root.number, root.double = False, True
     if not root.converted:
-        narrowed.append((f"{_named(root)} is an int (double arithmetic takes doubles only)", True))
+        narrowed.append(f"{_named(root)} is an int (double arithmetic takes doubles only)")
 
 
 def _named(root: SortClass) -> str:

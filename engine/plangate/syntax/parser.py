@@ -344,7 +344,12 @@ def _blank_item(text: str, offset: int) -> str | None:
 
     The item runs from the item start at or before `offset` to the next item start; the last item
     of a file runs to the file's last `}` (kept: it closes the plan or policy around the item)."""
-    starts = sorted({match.start() for match in _ITEM_START.finditer(text)} | set(_starts_mid_line(text)))
+    line_starts = []
+    for match in _ITEM_START.finditer(text):  # up to the first one past `offset`: all that is needed
+        line_starts.append(match.start())
+        if match.start() > offset:
+            break
+    starts = sorted(set(line_starts) | set(_starts_mid_line(text, offset)))
     before = [start for start in starts if start <= offset]
     after = [start for start in starts if start > offset]
     if not before:
@@ -362,7 +367,7 @@ def _blank_item(text: str, offset: int) -> str | None:
     return text[:begin] + region + text[end:]
 
 
-def _starts_mid_line(text: str) -> list[int]:
+def _starts_mid_line(text: str, stop_after: int | None = None) -> list[int]:
     """Item starts in the middle of a line, as in `plan p { budget { … } step a { … } }`: an item's
     keyword (not inside a string or a comment) right after a brace, or standing directly in a plan
     or policy (brace depth 1, outside brackets) after the end of a clause — a brace, a string, a
@@ -372,8 +377,10 @@ def _starts_mid_line(text: str) -> list[int]:
     `.`, `[`, `:` or `(`
     (`step.risk`, `step["risk"]`). Counting depth keeps a word of a clause's value from being taken
     for a new item; a brace left unclosed by the error itself throws the count off, which the
-    keywords right after a brace and the line starts make up for."""
-    found = []
+    keywords right after a brace and the line starts make up for. With `stop_after`, the scan ends
+    at the first start past that offset (a recovery needs no more: each scan was the whole file,
+    once per syntax error)."""
+    found: list[int] = []
     braces = brackets = 0
     previous = ""  # the last lexeme: a word itself, else its kind ("string", "number", "operator"…)
     for match in _ITEM_SCAN.finditer(text):
@@ -385,6 +392,8 @@ def _starts_mid_line(text: str) -> list[int]:
             follows = _KEYWORD_AFTER_BRACE.match(text, match.end())
             if follows is not None and not _SELECTED_AFTER.match(text, follows.end()):
                 found.append(follows.start(1))
+                if stop_after is not None and found[-1] > stop_after:
+                    return found
             previous = lexeme
             continue
         if kind == "bracket":
@@ -393,6 +402,8 @@ def _starts_mid_line(text: str) -> list[int]:
               and previous not in _NAMING_WORDS and previous != "operator"
               and not _SELECTED_AFTER.match(text, match.end())):
             found.append(match.start())
+            if stop_after is not None and found[-1] > stop_after:
+                return found
         previous = lexeme if kind == "word" else "operator" if lexeme in ("(", "[") else (kind or "string")
     return found
 
