@@ -70,7 +70,10 @@ Invariants:
   with "DROP" whatever `x` is —, `size`, `startsWith`, `endsWith`, `contains`, `string()` of a
   string or an int; `size` of a run-time value of no declared type is a string's length),
   comparisons, `in` over lists and maps whose items are known, declared lists and maps (`size`,
-  `in`, `has()`: above), `has()`, `?:`, and `duration("1h30m")` (a number of seconds).
+  `in`, `has()`: above), `has()`, `?:` (whose branches are of one type, or typed: a run-time value
+  in one branch would otherwise take the other's type for all its uses), `double()` of a number
+  (its own double: nothing done with it fixes the number's kind), and `duration("1h30m")` (a number
+  of seconds to the solver, a duration in constant folding: never equal to a number).
 - Output is deterministic and depends only on the shape of what was encoded: constants are named
   in order of first use (`x0`, `h0`…), so two conditions of one shape give one text (the budget
   check caches solver answers by text).
