@@ -447,3 +447,23 @@ def test_a_negated_duration_is_a_duration():
     }"""
     plan = 'plan p { step s0 { call src.get(k: 1) } step s1 { call a.put(id: s0.result.id) time 5m } }'
     assert [d.name for d in diagnostics(plan, policy)] == ["policy-deny-possible"]
+
+
+
+@pytest.mark.parametrize("step, expected", [
+    # the rules see a double (the int 0 converted): `+ 1` fails on every run
+    ("call t.act(x: a.result.v) when a.result.v == 0", "decided-at-run-time"),
+    # 2.0 is a run where `+ 1` fails: not every run fires
+    ("call t.un(x: a.result.v) when a.result.v == 2.0", "policy-deny-possible"),
+])
+def test_int_arithmetic_never_claims_must_on_a_value_that_may_be_a_whole_double(step, expected):
+    policy = """policy q {
+      tool t.get { risk read_only }
+      tool t.act { risk read_only args { x: double } }
+      tool t.un { risk read_only }
+      deny "r" when call.tool == "t.act" && args.x + 1 > 0
+      deny "u" when call.tool == "t.un" && args.x + 1 == 3
+    }"""
+    plan = f"plan p {{ step a {{ call t.get() }} step b {{ {step} }} }}"
+    found = [d.name for d in diagnostics(plan, policy) if d.name != "cel-type-error"]  # `double + int` in rule r
+    assert found == [expected]

@@ -112,7 +112,7 @@ def _decide_plain(encoder: Encoder, background: str, fires: str, values: tuple[t
         witness = witness if replayed is True else None
     elif replayed is False:  # the solver's reals are not the runtime's doubles (rounding)
         return Verdict("runtime", reason="the solver's example does not fire when the runtime computes it "
-                                         "(doubles round, which the solver does not model)")
+                                         "(a double rounds, or is not an int, where the solver's reals do not tell)")
     if can_fail.status == "unsat":
         return Verdict("must", witness)
     if can_fail.status != "sat":
@@ -250,7 +250,10 @@ def instantiate(activation: Mapping[str, object], witness: Mapping[str, object])
 
 def _replace(value: object, witness: Mapping[str, object]) -> object:
     if isinstance(value, Unknown):
-        return _value_at(value.path, witness)
+        found = _value_at(value.path, witness)
+        if value.type == "number" and type(found) is int:  # an int given to a `double` argument: converted
+            return float(found)
+        return found
     if isinstance(value, Mapping):
         return {key: _replace(item, witness) for key, item in value.items()}
     if isinstance(value, (list, tuple)):

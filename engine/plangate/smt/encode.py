@@ -931,6 +931,9 @@ class Encoder:
         if other is None or other.sort.find().sort != "Int":
             return term
         root.int_use = True
+        # A whole double (2.0) is a real like the int 2, but int arithmetic fails on it: a run the
+        # solver cannot tell apart, so "must" is not claimed (and a double argument never is an int).
+        self.narrowed.append(f"{_named(root)} is a double (int arithmetic takes ints only)")
         whole = (f"(and (is_int {term.text}) (<= {real_text(Fraction(INT_MIN))} {term.text}) "
                  f"(<= {term.text} {real_text(Fraction(INT_MAX))}))")
         return Term(f"(to_int {term.text})", self._fixed["Int"], conj(term.defined, whole), term.mismatch)
