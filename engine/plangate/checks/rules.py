@@ -30,7 +30,7 @@ from plangate.diagnostics import Diagnostic, Label, diagnostic
 from plangate.policy.compiled import CompiledRule
 from plangate.policy.decide import StaticVerdict, evaluator_for
 from plangate.policy.facts import (STEP_FIELDS, StepFacts, arguments_read, plan_facts, plan_record, rename_steps,
-                                   rule_activation, step_key, symbolic)
+                                   result_scope, rule_activation, symbolic)
 from plangate.policy.relevance import ToolFilter, condition_shape
 from plangate.smt.encode import Unknown
 
@@ -167,10 +167,8 @@ def decide_for_step(evaluator: Any, when: cel.Expr, facts: StepFacts, activation
         return _decide_condition(evaluator, when, dict(activation), facts, ctx)
     read = arguments_read(when)
     premises = [expr for name, expr in facts.computed.items() if name in read]
-    for expr in premises:  # the steps a premise reads (`has(args.x)` reads x's computation only there)
-        for node in cel.walk(expr):
-            if isinstance(node, cel.Ident) and node.name in ctx.graph.steps:
-                results.setdefault(step_key(node.name), {"result": Unknown(f"{node.name}.result", "dyn")})
+    # the steps a premise reads too (`has(args.x)` reads x's computation only there)
+    results = {**result_scope(_steps_read(premises, ctx)), **results}
     steps = {key[1:] for key in results}  # `step_key` names
     assume = tuple(rename_steps(expr, steps) for expr in premises)
     verdict = _decide_condition(evaluator, condition, {**results, **activation}, facts, ctx, assume)
@@ -210,13 +208,19 @@ def _decide_condition(evaluator: Any, condition: cel.Expr, scope: dict[str, Any]
         return alone  # a rule that cannot fire on any call cannot fire on the runs where the step runs
     if alone.outcome == "must" and isinstance(evaluator.holds(condition, scope), bool):
         return alone  # decided on known values: it holds on every run, so on those where the step runs
-    steps = {node.name for node in cel.walk(when) if isinstance(node, cel.Ident) and node.name in ctx.graph.steps}
-    for name in steps:  # the steps whose results the condition reads, and no others, by `step_key`
-        scope.setdefault(step_key(name), {"result": Unknown(f"{name}.result", "dyn")})
+    steps = _steps_read([when], ctx)
+    for key, value in result_scope(steps).items():  # the steps whose results it reads, and no others
+        scope.setdefault(key, value)
     # On the runs where the step runs: the condition's verdict given that its `when` holds. (Not
     # `when && !condition`: `!` of an error is an error, so runs where the rule fails, and does
     # not fire, would not count against "must".)
     return _verdict(evaluator, condition, scope, True, assume, given=(rename_steps(when, steps),))
+
+
+def _steps_read(exprs: list[cel.Expr], ctx: PlanContext) -> set[str]:
+    """The plan's steps that `exprs` name (their results, read under `step_key`)."""
+    return {node.name for expr in exprs for node in cel.walk(expr)
+            if isinstance(node, cel.Ident) and node.name in ctx.graph.steps}
 
 
 def _fired(rule: CompiledRule, span: Any, verdict: StaticVerdict, subject: str,

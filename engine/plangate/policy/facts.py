@@ -14,7 +14,7 @@ stays one, so the solver reasons about its size and keys and a witness shows a l
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Container
+from typing import TYPE_CHECKING, Any, Callable, Container, Iterable
 
 from plangate.cel import ast as cel
 from plangate.cel.evaluate import (CelError, Duration, Uint, constant_value, parse_bytes, parse_duration,
@@ -122,7 +122,12 @@ def symbolic(condition: cel.Expr, facts: StepFacts) -> tuple[cel.Expr, dict[str,
     replaced = rebuild(condition)
     if not read:
         return condition, {}  # nothing computed is read: the same object, so its compiled closure is reused
-    return replaced, {step_key(step_id): {"result": Unknown(f"{step_id}.result", "dyn")} for step_id in read}
+    return replaced, result_scope(read)
+
+
+def result_scope(step_ids: Iterable[str]) -> dict[str, Any]:
+    """The results of `step_ids`, each under its `step_key`, as values known only at run time."""
+    return {step_key(step_id): {"result": Unknown(f"{step_id}.result", "dyn")} for step_id in step_ids}
 
 
 def step_key(step_id: str) -> str:

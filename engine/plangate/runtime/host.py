@@ -1106,7 +1106,7 @@ class Runtime:
         tool_name = step.rollback.tool
         # What the steps it reads hold now, overridden by what its call read, whatever ran again since
         # (a rollback a later version rewrote may read a step the call did not).
-        read = {name: view.results.get(name) for name in _predecessors_of(view.plan, step)}
+        read = _results_read(view, step)
         made = view.made.get(step.id)
         if made is not None:
             read.update(made[1])
@@ -1388,7 +1388,7 @@ def _fold(view: RunView, record: Record) -> None:
         if planned is not None:
             view.cost += _declared_cost(view.policy, planned)
             if planned.rollback is not None:  # what the call reads now is what its rollback will read
-                view.read_at_call[step] = {name: view.results.get(name) for name in _predecessors(view.plan, planned)}
+                view.read_at_call[step] = _results_read(view, planned)
     elif kind == "result":
         view.open_intents.pop(step, None)
         view.results[step] = body["result"]
@@ -1556,7 +1556,7 @@ def _record_made(view: RunView, step_id: str) -> None:
         return
     scope = view.read_at_call.get(step_id)
     if scope is None:  # (a journal without an intent for it: what the steps it reads hold now)
-        scope = {name: view.results.get(name) for name in _predecessors_of(view.plan, step)}
+        scope = _results_read(view, step)
     key = view.last_intent.get(step_id, {}).get("idempotency_key")
     view.made[step_id] = (step, scope, key)
     for kept in sorted(view.superseded):
@@ -1710,6 +1710,11 @@ def _step(plan: Plan, step_id: str) -> Step | None:
 
 def _predecessors(plan: Plan, step: Step) -> dict[str, str]:
     return _index(plan).predecessors[step.id]
+
+
+def _results_read(view: RunView, step: Step) -> dict[str, Any]:
+    """What the steps whose results `step` uses hold now, by step id."""
+    return {name: view.results.get(name) for name in _predecessors_of(view.plan, step)}
 
 
 def _predecessors_of(plan: Plan, step: Step) -> dict[str, str]:

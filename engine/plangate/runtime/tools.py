@@ -56,7 +56,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from plangate.runtime.canonical import canonical_json
+from plangate.runtime.canonical import canonical_json, undecodable
 
 IDEMPOTENCY_PARAMETER = "idempotency_key"
 
@@ -495,4 +495,4 @@ def _exception_text(error: BaseException) -> str:
     except Exception:  # an exception whose own text fails: its type still says what happened
         message = "(its message could not be read)"
     text = f"{type(error).__name__}: {message}" if message else type(error).__name__
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return undecodable(text) or text

@@ -374,9 +374,8 @@ def _starts_mid_line(text: str, stop_after: int | None = None) -> list[int]:
     number or a word — rather than as a name or part of an expression: not after `step`, `check`,
     `after`, `require` or `unknown_tools` (`step test`, `after check`, `require check`), not after
     an operator, a comma or an opening bracket (`args.n == tool`, `after a, test`), not before
-    `.`, `[`, `:` or `(`
-    (`step.risk`, `step["risk"]`). Counting depth keeps a word of a clause's value from being taken
-    for a new item; a brace left unclosed by the error itself throws the count off, which the
+    `.`, `[`, `:` or `(` (`step.risk`, `step["risk"]`). Counting depth keeps a word of a clause's
+    value from being taken for a new item; a brace left unclosed by the error itself throws the count off, which the
     keywords right after a brace and the line starts make up for. With `stop_after`, the scan ends
     at the first start past that offset (a recovery needs no more: each scan was the whole file,
     once per syntax error)."""
