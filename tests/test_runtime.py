@@ -1693,6 +1693,41 @@ def test_every_completed_check_writes_evidence_and_evidence_names_its_step(box):
     assert check["proves"] == "verifies `w` — the check's call returned (it has no `expect`)" and check["passed"]
 
 
+def test_a_check_whose_call_fails_writes_evidence_that_it_showed_nothing(box):
+    toolbox, runtime = box
+    toolbox.failures["probe"] = 2
+    run = start_plan(runtime, """
+  step w { call t.write(name: "w") risk reversible_write idempotency "w" }
+  check seen after w { call t.read(key: "probe") retry 1 expect result.value == null }
+""")
+    report = runtime.advance(run)
+    assert report.steps["seen"]["state"] == "failed" and report.state == "failed"
+    evidence = [r.body for r in kinds(runtime, run, "evidence") if r.step == "seen"]
+    assert [(body["passed"], body["observed"]) for body in evidence] == [(False, None), (False, None)]
+    assert [body["how"] for body in evidence] == [
+        f"call of `t.read` (attempt {n}) failed: ConnectionError: probe is unreachable" for n in (1, 2)]
+    assert evidence[0]["proves"] == "verifies `w` — not shown: the call failed"
+    assert evidence[0]["what"] == "check `seen`: t.read" and evidence[0]["step"] == "seen"
+
+
+def test_a_call_that_did_not_happen_is_neither_counted_nor_charged(box):
+    toolbox, runtime = box
+    run = start_plan(runtime, """
+  budget { calls <= 2  cost <= 6 usd }
+  step w { call t.write(name: "w") risk reversible_write idempotency "w" cost 5 usd }
+  step r after w { call t.read(key: "r") cost 1 usd }
+""")
+    crash_after_intent(runtime, run, "w", "w")
+    assert runtime.advance(run).steps["w"]["state"] == "outcome_unknown"
+    assert (runtime.view(run).calls, runtime.view(run).cost) == (1, 5.0)
+    runtime.reconcile(run, "w", False, "ops")
+    assert (runtime.view(run).calls, runtime.view(run).cost) == (0, 0.0)
+    report = runtime.advance(run)
+    assert report.state == "succeeded", report.steps
+    assert report.steps["w"]["attempts"] == 1 and (runtime.view(run).calls, runtime.view(run).cost) == (2, 6.0)
+    assert [call[:2] for call in toolbox.calls] == [("t.write", "w"), ("t.read", "r")]
+
+
 def test_a_hand_settled_result_is_credited_to_the_operator_and_a_failing_hook_is_reported(tmp_path, monkeypatch):
     monkeypatch.delenv("PLANGATE_FAULT", raising=False)
 

@@ -149,6 +149,9 @@ class RunView:
     approvals: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     calls: int = 0
     cost: float = 0.0
+    # Per step whose call has no answer recorded: the cost its intent was charged, refunded (with
+    # the call) if a reconciliation says the call did not happen.
+    charged: dict[str, float] = field(default_factory=dict)
     run_state: str = "running"
     held_by: str | None = None  # another live process that holds the run's lock (it is executing)
     head: tuple[int, str] = (0, "")  # the (seq, hash) of the last record folded into this view
@@ -813,7 +816,7 @@ class Runtime:
             how = f"result given by the reconcile hook of `{step.call.tool}`"
         else:
             how = f"result reported by `{settled_by}` through `plangate reconcile`"
-        verifies = "verifies " + ", ".join(f"`{p}`" for p in _predecessors(view.plan, step))
+        verifies = _verifies(view.plan, step)
         failed = []
         for expectation in step.expects:
             value = compile_expr(expectation.expr)(scope)
@@ -847,6 +850,13 @@ class Runtime:
 
     def _after_failure(self, view: RunView, step: Step, error: str, after_result: bool = False) -> None:
         attempts = self.view(view.run).attempts.get(step.id, 0)
+        if step.kind == "check" and not after_result:  # a check that could not observe says so: evidence too
+            self.journal.append(view.run, "evidence", {
+                "what": f"check `{step.id}`: {step.call.tool}", "observed": None, "when": _now_iso(self.clock()),
+                "how": f"call of `{step.call.tool}` (attempt {attempts or 1}) failed: {error}",
+                "proves": f"{_verifies(view.plan, step)} — not shown: the call failed",
+                "step": step.id, "passed": False,
+            }, step=step.id)
         if attempts <= step.retry:
             self._set(view, step.id, "ready", f"attempt {attempts} failed: {error}; retrying")
         else:
@@ -890,13 +900,9 @@ class Runtime:
         `approval_call` returned when the call was displayed) it binds to that call and is refused
         if the step's call is no longer that one. The check and the record are one atomic step: the
         record is appended only if no other record of the run came in between (else both again)."""
-        if not isinstance(approver, str) or not isinstance(role, str):
-            raise TypeError(f"an approver and a role are strings, not {type(approver).__name__} and {type(role).__name__}")
         if shown is not None and not isinstance(shown, dict):
             raise TypeError(f"`shown` is the dict `approval_call` returned, not {type(shown).__name__}")
-        approver, role = _name_text(approver, "approver's name"), _name_text(role, "role")
-        if not approver or not role:
-            raise RunError("an approval needs an approver's name and a role (`--as NAME --role ROLE`), not blanks")
+        approver, role = approver_and_role(approver, role)
         for _ in range(50):
             view = self.view(run)
             call, head = self._approval_call(view, step_id, role), view.head
@@ -1242,7 +1248,7 @@ def _copy_view(view: RunView) -> RunView:
                    to_roll_back=list(view.to_roll_back), rollback_intents=dict(view.rollback_intents),
                    rollback_calls=dict(view.rollback_calls), rollback_unknown=dict(view.rollback_unknown),
                    rolled_back=set(view.rolled_back), superseded=set(view.superseded), made=dict(view.made),
-                   read_at_call=dict(view.read_at_call),
+                   read_at_call=dict(view.read_at_call), charged=dict(view.charged),
                    approvals={step: list(items) for step, items in view.approvals.items()})
 
 
@@ -1270,6 +1276,17 @@ def _reading(record: Record) -> Iterator[None]:
     except (TypeError, ValueError, KeyError, IndexError, AttributeError) as error:
         raise RunError(f"the journal of run `{record.run}` is damaged: record #{record.seq} ({record.kind}) "
                        f"holds what plangate never writes ({type(error).__name__}: {error})") from None
+
+
+def approver_and_role(approver: str, role: str) -> tuple[str, str]:
+    """The approver's name and the role as an approval records them (`_name_text`); refused when
+    either is blank (before anything is shown or asked)."""
+    if not isinstance(approver, str) or not isinstance(role, str):
+        raise TypeError(f"an approver and a role are strings, not {type(approver).__name__} and {type(role).__name__}")
+    approver, role = _name_text(approver, "approver's name"), _name_text(role, "role")
+    if not approver or not role:
+        raise RunError("an approval needs an approver's name and a role (`--as NAME --role ROLE`), not blanks")
+    return approver, role
 
 
 def _name_text(name: str, what: str) -> str:
@@ -1385,8 +1402,9 @@ def _fold(view: RunView, record: Record) -> None:
         view.states[step] = "running"
         view.calls += 1
         planned = _step(view.plan, step)
+        view.charged[step] = _declared_cost(view.policy, planned) if planned is not None else 0.0
+        view.cost += view.charged[step]
         if planned is not None:
-            view.cost += _declared_cost(view.policy, planned)
             if planned.rollback is not None:  # what the call reads now is what its rollback will read
                 view.read_at_call[step] = _results_read(view, planned)
     elif kind == "result":
@@ -1430,10 +1448,13 @@ def _fold(view: RunView, record: Record) -> None:
         view.reasons[step] = body.get("reason") or UNANSWERED
         view.marked_unknown.add(step)
     elif kind == "reconciled":
-        view.open_intents.pop(step, None)
+        intent = view.open_intents.pop(step, None)
         if body["happened"]:  # its result follows in the same transaction (a stale call's settles it)
             view.states[step] = "verifying"
         else:
+            if intent is not None:  # no call was made: none is counted, nothing is spent
+                view.calls -= 1
+                view.cost -= view.charged.pop(step, 0.0)
             if step in view.stale:  # an earlier version's call did not happen
                 view.stale.pop(step)
                 _forget(view, step)
@@ -1484,12 +1505,15 @@ def _fold_rollback(view: RunView, step: str, kind: str, body: dict[str, Any]) ->
         view.rollback_unknown[step] = body.get("reason") or (
             f"its rollback by `{tool}` may have happened: its answer was never recorded")
     elif kind == "reconciled":
-        view.rollback_intents.pop(step, None)
+        intent = view.rollback_intents.pop(step, None)
         view.rollback_unknown.pop(step, None)
         if body["happened"]:  # its result comes in the same transaction
             view.rolled_back.add(step)
             view.states[step] = "compensated"
             view.reasons[step] = f"rolled back by `{tool}`"
+        elif intent is not None:  # no call was made: none is counted, nothing is spent
+            view.calls -= 1
+            view.cost -= _tool_cost(view.policy, intent["tool"])
 
 
 def _revise(view: RunView, step_id: str, old: Step | None, new: Step | None) -> None:
@@ -1710,6 +1734,12 @@ def _step(plan: Plan, step_id: str) -> Step | None:
 
 def _predecessors(plan: Plan, step: Step) -> dict[str, str]:
     return _index(plan).predecessors[step.id]
+
+
+def _verifies(plan: Plan, step: Step) -> str:
+    """What a check's evidence is about: "verifies `a`, `b`" (the steps it comes after or reads)."""
+    before = _predecessors(plan, step)
+    return ("verifies " + ", ".join(f"`{p}`" for p in before)) if before else "verifies no earlier step"
 
 
 def _results_read(view: RunView, step: Step) -> dict[str, Any]:
