@@ -254,6 +254,20 @@ def test_plangate_approve_refuses_when_a_new_version_lands_during_the_prompt(tmp
         assert [r for r in runtime.journal.records(run) if r.kind == "approval"] == []
 
 
+@pytest.mark.parametrize("approver, role", [("  ", "operator"), ("alice", "")])
+def test_approve_with_a_blank_name_or_role_shows_no_call_and_asks_nothing(tmp_path, capsys, monkeypatch,
+                                                                          approver, role):
+    from plangate.cli import main
+
+    journal = tmp_path / "journal.db"
+    with runtime_at(journal) as runtime:
+        run = paused_at_route(runtime)
+    monkeypatch.setattr("builtins.input", lambda prompt: pytest.fail("asked for a confirmation"))
+    code = main(["approve", run, "route", "--as", approver, "--role", role, "--journal", str(journal)])
+    shown = capsys.readouterr()
+    assert code == 2 and shown.out == "" and "not blanks" in shown.err
+
+
 def test_approve_refuses_an_ended_run(runtime, demo):
     run = paused_at_route(runtime)
     runtime.abort(run, rollback=False)

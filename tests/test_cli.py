@@ -217,6 +217,26 @@ def test_output_to_an_unwritable_place_exits_2(files: Path, capsys: pytest.Captu
     assert "Traceback" not in err
 
 
+def test_output_dash_is_standard_output(files: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, printed, _ = run(capsys, "check", "broken.plan", "--policy", "tools.policy", "--format", "json")
+    assert run(capsys, "check", "broken.plan", "--policy", "tools.policy", "--format", "json",
+               "--output", "-") == (code, printed, "")
+    assert not (files / "-").exists()
+
+
+@pytest.mark.parametrize("command", [["check", "broken.plan", "--policy", "tools.policy"], ["test", "tools.policy"]])
+@pytest.mark.parametrize("target", ["broken.plan", "./tools.policy"])
+def test_output_never_replaces_an_input_file(files: Path, capsys: pytest.CaptureFixture[str],
+                                             command: list[str], target: str) -> None:
+    before = {name: (files / name).read_bytes() for name in ("broken.plan", "tools.policy")}
+    code, out, err = run(capsys, *command, "--output", target)
+    if target.lstrip("./") not in command:  # not an input of this command: written as asked
+        assert code in (0, 1) and (files / target).read_bytes() != before[target.lstrip("./")]
+        return
+    assert (code, out) == (2, "") and f"`--output {target}` is one of the files to check" in err
+    assert {name: (files / name).read_bytes() for name in before} == before
+
+
 # ---------------------------------------------------------------------------------- formats
 
 @pytest.mark.parametrize("fmt", FORMATS)

@@ -346,6 +346,25 @@ def test_sarif_adds_artifacts_for_files_only_diagnostics_name(sources):
     }
 
 
+def test_sarif_and_github_name_files_as_the_repository_does(tmp_path, monkeypatch):
+    """Code scanning and annotations look files up relative to the repository's root, where CI
+    runs: an absolute path under the working directory is written relative to it, any other path
+    as an absolute `file:` URI (SARIF) or path (GitHub)."""
+    monkeypatch.chdir(tmp_path)
+    inside, outside, climbing = str(tmp_path / "plans" / "a b.plan"), "/elsewhere/b.plan", "../c.plan"
+    source_map = SourceMap()
+    found = []
+    for name in (inside, outside, climbing):
+        source_map.add(SourceFile(name, "plan p { }\n"))
+        found.append(diagnostic("unknown-step", Span(name, 5, 6), "m"))
+    run = json.loads(render_sarif(found, source_map, files=[inside, outside, climbing], tool_version="0"))["runs"][0]
+    above = (tmp_path.parent / "c.plan").as_posix()
+    assert [artifact["location"]["uri"] for artifact in run["artifacts"]] == [
+        "plans/a%20b.plan", "file:///elsewhere/b.plan", "file://" + above]
+    assert [line.split(",")[0] for line in render_github(found, source_map).splitlines()] == [
+        "::error file=plans/a b.plan", "::error file=/elsewhere/b.plan", "::error file=" + above]
+
+
 # --- github ----------------------------------------------------------------------------------------
 
 

@@ -36,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("plans", nargs="+", metavar="PLAN")
     check.add_argument("--policy", action="append", default=[], metavar="FILE")
     check.add_argument("--format", choices=FORMATS, default="text")
-    check.add_argument("--output", metavar="FILE", help="write the report to FILE instead of standard output")
+    check.add_argument("--output", metavar="FILE", help="write the report to FILE instead of standard output (`-`)")
     check.add_argument("--strict", action="store_true", help="warnings fail the check too (exit 1)")
     check.add_argument("--color", choices=("auto", "always", "never"), default="auto")
     check.add_argument("--solver-time", type=_seconds, default=None, metavar="SECONDS",
@@ -243,6 +243,25 @@ def _use_color(choice: str, stream: object) -> bool:
     return bool(getattr(stream, "isatty", lambda: False)())
 
 
+def _refused_output(args: argparse.Namespace, inputs: list[str]) -> int | None:
+    """`--output -` is standard output; an `--output` that is one of the command's own input files
+    is refused (exit 2) before anything is read: the report would replace the plan it is about."""
+    if args.output == "-":
+        args.output = None
+    if args.output is None or not os.path.exists(args.output):
+        return None
+    for name in inputs:
+        try:
+            same = os.path.samefile(name, args.output)
+        except (OSError, ValueError):
+            continue
+        if same:
+            print(f"plangate: `--output {args.output}` is one of the files to check; write the report elsewhere",
+                  file=sys.stderr)
+            return 2
+    return None
+
+
 def _emit(text: str, output: str | None) -> int | None:
     if output is None:
         sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
@@ -271,6 +290,9 @@ def _check(args: argparse.Namespace) -> int:
     from plangate.diagnostics.render import render
     from plangate.driver import check
 
+    refused = _refused_output(args, [*args.plans, *args.policy])
+    if refused is not None:
+        return refused
     options: dict[str, Any] = {"announce_no_policy": args.format == "text"}
     if args.solver_time is not None:
         options["solver_time_bound"] = args.solver_time
@@ -300,6 +322,9 @@ def _test(args: argparse.Namespace) -> int:
     from plangate.diagnostics.render import render, render_test_junit
     from plangate.policy.testing import run_policy_tests
 
+    refused = _refused_output(args, args.policies)
+    if refused is not None:
+        return refused
     result = run_policy_tests(args.policies)
     if args.format == "junit":  # a test case per policy test, not per file
         text = render_test_junit(result.outcomes, result.diagnostics, result.sources, files=result.files,
@@ -428,15 +453,17 @@ def _resume(args: argparse.Namespace) -> int:
 @_runtime_command
 def _approve(args: argparse.Namespace) -> int:
     from plangate.runtime.canonical import canonical_json
+    from plangate.runtime.host import approver_and_role
 
+    approver, role = approver_and_role(args.approver, args.role)  # refused before anything is shown
     runtime = _runtime(args.journal)
-    call = runtime.approval_call(args.run_id, args.step, args.role)  # refuses before anything is asked
+    call = runtime.approval_call(args.run_id, args.step, role)  # refuses before anything is asked
     view = runtime.view(args.run_id)
     print(f"run:       {args.run_id}")
     print(f"plan:      {view.plan.id} version {call['plan_version']} ({call['plan_hash']})")
     print(f"step:      {args.step}")
     print(f"call:      {_unspoofed(call['tool'] + '(' + canonical_json(call['args']) + ')')}")
-    print(f"approver:  {_unspoofed(args.approver.strip())} as role \"{_unspoofed(args.role.strip())}\"")
+    print(f"approver:  {_unspoofed(approver)} as role \"{_unspoofed(role)}\"")
     if not args.yes:  # the answer may come from a terminal or from a pipe; no answer is a no
         try:
             answer = input("approve this exact call? [y/N] ").strip().lower()
@@ -445,7 +472,7 @@ def _approve(args: argparse.Namespace) -> int:
         if answer not in ("y", "yes"):
             print("not approved (answer `y`, or pass --yes)")
             return 1
-    body = runtime.approve(args.run_id, args.step, args.approver, args.role, shown=call)  # exactly what was shown
+    body = runtime.approve(args.run_id, args.step, approver, role, shown=call)  # exactly what was shown
     print(f"approved; valid until {body['expires_at']}")
     return 0
 

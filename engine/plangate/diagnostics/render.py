@@ -350,8 +350,24 @@ def render_json(diagnostics: list[Diagnostic], sources: SourceMap, *, files: lis
 # --- sarif -----------------------------------------------------------------------------------------
 
 
+def _from_workspace(path: str) -> str:
+    """`path` as code scanning and pull-request annotations look files up: relative to the working
+    directory (a CI job runs in the repository's root) when it lies under it, with `/`; any other
+    path absolute."""
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:  # another drive
+        relative = os.pardir
+    inside = relative != os.pardir and not relative.startswith(os.pardir + os.sep)
+    return (relative if inside else os.path.abspath(path)).replace(os.sep, "/")
+
+
 def _sarif_uri(path: str) -> str:
-    return quote(path.replace(os.sep, "/"), safe="/")
+    """A relative reference for a file under the working directory, else a `file:` URI."""
+    path = _from_workspace(path)
+    if os.path.isabs(path):
+        return "file://" + quote(("" if path.startswith("/") else "/") + path, safe="/:")
+    return quote(path, safe="/")
 
 
 def _sarif_rule(code: Code) -> dict:
@@ -451,7 +467,7 @@ def _github_command(item: Diagnostic, sources: SourceMap) -> str:
     if item.file:
         start, end = _range(item.span, sources)
         properties += [
-            ("file", item.file),
+            ("file", _from_workspace(item.file)),
             ("line", str(start.line)),
             ("col", str(start.column)),
             ("endLine", str(end.line)),
