@@ -45,6 +45,7 @@ that run under it, and the values of the pattern models.
 from __future__ import annotations
 
 import itertools
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Mapping, Sequence
@@ -466,9 +467,9 @@ class Branches:
         for size in sizes:
             count *= size
         if count > MAX_COMBINATIONS:
-            return f"{count} combinations of branches are more than the {MAX_COMBINATIONS} the checker tries"
+            return f"{_count_text(count)} combinations of branches are more than the {MAX_COMBINATIONS:,} the checker tries"
         if count * steps > MAX_ENUMERATION:
-            return (f"{count} combinations of branches over {steps:,} steps are more than the checker "
+            return (f"{_count_text(count)} combinations of branches over {steps:,} steps are more than the checker "
                     f"tries ({MAX_ENUMERATION:,} steps looked at in all)")
         return [dict(zip(components, combination))
                 for combination in itertools.product(*(range(size) for size in sizes))]
@@ -581,3 +582,11 @@ def _pattern_group(encoder: Encoder, fires: list[str]) -> solve.PatternGroup:
 
 def _reason(error: BaseException) -> str:
     return error.reason if isinstance(error, Unsupported) else "the condition is nested too deeply"
+
+
+def _count_text(count: int) -> str:
+    """A count as a reader takes it in: `4,096`, or `over 10^301` past ten million (from its bit
+    length: such a count may have more digits than Python turns into text)."""
+    if count < 10 ** 7:
+        return f"{count:,}"
+    return f"over 10^{int((count.bit_length() - 1) * math.log10(2))}"
