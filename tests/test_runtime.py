@@ -1241,6 +1241,32 @@ def test_a_new_version_decides_blocked_cancelled_and_skipped_steps_again(box):
 
 
 # ------------------------------------------------------------------ tools that are missing or misbehave
+def test_a_constant_call_that_does_not_fit_its_tool_stops_the_run_before_anything_is_called(box):
+    toolbox, runtime = box
+    run = start_plan(runtime, """
+  step r { call t.read(key: "r") }
+  step w after r { call t.write(name: 5) risk reversible_write idempotency "w" }
+""")
+    with pytest.raises(RunError, match="could not start: step `w`: argument `name` of t.write must be str, not int 5 "
+                                       "\\(the call does not fit the tool loaded for it; nothing was run\\)"):
+        runtime.advance(run)
+    assert toolbox.calls == [] and kinds(runtime, run, "intent") == []
+
+
+def test_a_computed_call_that_does_not_fit_its_tool_fails_its_step_without_an_intent_or_a_retry(box):
+    toolbox, runtime = box
+    toolbox.values["r"] = 5
+    run = start_plan(runtime, """
+  step r { call t.read(key: "r") }
+  step w after r { call t.write(name: r.result.value) risk reversible_write idempotency "w" retry 2 }
+""")
+    report = runtime.advance(run)
+    assert report.state == "failed" and report.steps["w"]["state"] == "failed"
+    assert report.steps["w"]["reason"] == "the call does not fit its tool: argument `name` of t.write must be str, not int 5"
+    assert report.steps["w"]["attempts"] == 0 and kinds(runtime, run, "intent", "w") == []
+    assert toolbox.calls == [("t.read", "r", None)]
+
+
 def test_a_run_does_not_start_without_the_tools_its_pending_steps_need(tmp_path, demo):
     plangate = cli_in(tmp_path, demo)
     partial = tmp_path / "partial.py"

@@ -85,7 +85,7 @@ from typing import Any, Callable, Sequence
 
 from plangate.budget import DEFAULT_WORKERS
 from plangate.cel import ast as cel
-from plangate.cel.evaluate import CelError, compile_expr
+from plangate.cel.evaluate import CelError, compile_expr, reads_a_name
 from plangate.driver import CheckResult, as_sources, check_sources  # before plangate.policy.facts: it loads the checks first
 from plangate.ir.nodes import Plan, Risk, Step, ToolCall
 from plangate.policy.compiled import CatalogueEntry, CompiledPolicy, format_seconds
@@ -506,7 +506,9 @@ class Runtime:
 
     def require_tools(self, plan: Plan, states: dict[str, str], nothing_done: str = "nothing was run") -> None:
         """Refuse to start (a `RunError`, nothing journaled) unless every tool that a step not yet
-        finished may call is loaded: a missing tool is the command's mistake, not the step's."""
+        finished may call is loaded, and takes the arguments such a step gives it where they are
+        constants: a missing tool, or one whose signature the call cannot fit, is the command's
+        mistake (the wrong --tools), not the step's."""
         missing: dict[str, list[str]] = {}
         for step in plan.steps:
             if step.call is not None and states.get(step.id) not in FINISHED and self.tools.get(step.call.tool) is None:
@@ -515,6 +517,11 @@ class Runtime:
             named = "; ".join(f"`{tool}` (step {', '.join(f'`{s}`' for s in steps)})" for tool, steps in missing.items())
             raise RunError(f"could not start: the tools loaded do not include {named}; pass the --tools that "
                            f"define them ({nothing_done})")
+        misfits = [f"step `{step.id}`: {'; '.join(errors)}" for step in plan.steps
+                   if states.get(step.id) not in FINISHED and (errors := _constant_misfits(self.tools, step))]
+        if misfits:
+            raise RunError(f"could not start: {'; '.join(misfits)} (the call does not fit the tool loaded for it; "
+                           f"{nothing_done})")
 
     def _time_out(self, run: str, running: dict[Future, tuple[str, dict[str, Any], float]]) -> int:
         """Calls past their step's `time`: the step becomes `outcome_unknown` (the call may still
@@ -636,6 +643,11 @@ class Runtime:
         refusal = refusal or self._budget_problem(view, step)
         if refusal:
             self._set(view, step_id, "blocked", refusal)
+            return "changed"
+        tool = self.tools.get(step.call.tool)
+        misfits = bind(tool, args, key)[1] if tool is not None else []
+        if misfits:  # no call is made, so no intent is written; the same call would fit no better on a retry
+            self._set(view, step_id, "failed", "the call does not fit its tool: " + "; ".join(misfits))
             return "changed"
         missing = self._missing_approvals(view, step, args, requirements)
         if missing:
@@ -1800,6 +1812,17 @@ def _concrete_args(call: ToolCall, scope: dict[str, Any]) -> Arguments | tuple[s
         plain[argument.name] = passed
         computed[argument.name] = value
     return Arguments(plain, computed)
+
+
+def _constant_misfits(tools: ToolRegistry, step: Step) -> list[str]:
+    """Why `step`'s call, where all its arguments are constants, does not fit the tool loaded for it
+    (`bind`'s reasons); nothing for a step whose call reads a result, or fails to evaluate (its
+    own failure at its turn), or whose tool is not loaded."""
+    tool = tools.get(step.call.tool) if step.call is not None else None
+    if tool is None or any(reads_a_name(argument.value) for argument in step.call.args):  # type: ignore[union-attr]
+        return []
+    arguments = _concrete_args(step.call, {})  # type: ignore[arg-type]
+    return [] if isinstance(arguments, tuple) else bind(tool, arguments.plain, "")[1]
 
 
 def _bound_text(policy: CompiledPolicy, step: Step) -> str:
