@@ -76,6 +76,7 @@ CODES: tuple[Code, ...] = (
     Code("PG313", "policy-warn", "warning", "a warn rule fires (or may fire) for a step"),
     Code("PG314", "check-not-read-only", "error", "a `check` step calls a tool that is not read-only"),
     Code("PG315", "no-policy", "note", "no policy was given, so policy checks did not run"),
+    Code("PG316", "idempotency-key-shared", "warning", "two steps call one tool with the same idempotency key"),
     # 4xx: budgets
     Code("PG401", "budget-exceeded", "error", "some execution can exceed a budget or limit"),
     Code("PG402", "budget-unknown", "error", "the solver could not decide within its time bound"),
