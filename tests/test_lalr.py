@@ -165,6 +165,15 @@ def test_a_keyword_is_a_whole_word_and_a_near_miss_gets_a_hint(text, message, hi
      'write `by role "operator"` (or `by 2 of role "operator"`)'),
     ("plan p { step a after b c { call t.x() } }", "expected `,` between two steps of `after`, found `c`",
      "separate the steps with commas: `after build, test`"),
+    ('plan p { step a { call t.x() expect result.s.matches(r"^\\d+$") } }',
+     'raw strings such as `r"^\\d+$"` are not part of plangate\'s CEL',
+     'write it as a plain string, each backslash doubled: `"^\\\\d+$"`'),
+    ("plan p { step a { call t.x(v: R'a\\\"b') } }", "raw strings such as `R'a\\\"b'` are not part of plangate's CEL",
+     'write it as a plain string, each backslash doubled: `"a\\\\\\"b"`'),
+    ('plan p { step a { call t.x(v: b"x") } }', 'bytes literals such as `b"x"` are not part of plangate\'s CEL',
+     "pass the text as a string; a tool is given JSON, which has no bytes"),
+    ("plan p { objective 'it\\'s \"so\"' }", "a string here is written in double quotes, found `'it\\'s \"so\"'`",
+     'write `"it\'s \\"so\\""`; single quotes are for CEL expressions only'),
 ])
 def test_a_duration_or_an_amount_written_the_usual_way_gets_the_plangate_way(text, message, hint):
     (error,) = parse_source(SourceFile("a.plan", text)).diagnostics

@@ -451,6 +451,13 @@ def _describe(parser: _Parser, name: str, text: str, error: UnexpectedInput) -> 
         literal = _literal_in_expression(name, text, token)
         if literal is not None:
             return literal
+    if token is not None and token.type in ("STRING", "SQ_STRING"):
+        prefixed = _prefixed_string(name, text, token)
+        if prefixed is not None:
+            return prefixed
+        if token.type == "SQ_STRING" and "STRING" in expected:  # `objective 'x'`: only CEL takes single quotes
+            return diagnostic("syntax-error", span, f"a string here is written in double quotes, found {found}",
+                              help=f"write `{_double_quoted(str(token.value))}`; single quotes are for CEL expressions only")
     label = _match_example(parser, error)
     if label == "missing-close-brace" and kind not in _BLOCK_KEYWORDS:
         label = None  # a misspelt clause (`aproval by …`), not the start of the next block
@@ -459,6 +466,31 @@ def _describe(parser: _Parser, name: str, text: str, error: UnexpectedInput) -> 
         return diagnostic("syntax-error", span, f"{message}, found {found}", help=help_text)
     return diagnostic("syntax-error", span, f"unexpected {found}; expected {_expected_words(parser, expected)}",
                       help=_keyword_hint(parser, token, expected))
+
+
+_STRING_PREFIX = re.compile(r"(?<![A-Za-z0-9_])(?:[rRbB]|[rR][bB]|[bB][rR])\Z")
+
+
+def _prefixed_string(name: str, text: str, token: Token) -> Diagnostic | None:
+    """CEL's raw and bytes strings (`r"[0-9]+"`, `b"abc"`), which plangate's CEL does not take: the
+    prefix lexes as a name and the string after it is the unexpected token."""
+    prefix = _STRING_PREFIX.search(text, max(0, token.start_pos - 3), token.start_pos)
+    if prefix is None:
+        return None
+    value = str(token.value)
+    span = Span(name, prefix.start(), token.end_pos)
+    if "b" in prefix.group().lower():
+        return diagnostic("syntax-error", span, f"bytes literals such as `{prefix.group()}{value}` are not part of "
+                          "plangate's CEL", help="pass the text as a string; a tool is given JSON, which has no bytes")
+    plain = '"' + value[1:-1].replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return diagnostic("syntax-error", span, f"raw strings such as `{prefix.group()}{value}` are not part of plangate's CEL",
+                      help=f"write it as a plain string, each backslash doubled: `{plain}`")
+
+
+def _double_quoted(single_quoted: str) -> str:
+    """A single-quoted string literal written in double quotes, its escapes kept (`\\'` needs none)."""
+    parts = re.findall(r"\\.|[^\\]", single_quoted[1:-1], re.DOTALL)
+    return '"' + "".join("'" if part == "\\'" else '\\"' if part == '"' else part for part in parts) + '"'
 
 
 def _keyword_hint(parser: _Parser, token: Token | None, expected: set[str]) -> str | None:
