@@ -170,6 +170,8 @@ def test_a_keyword_is_a_whole_word_and_a_near_miss_gets_a_hint(text, message, hi
      'write it as a plain string, each backslash doubled: `"^\\\\d+$"`'),
     ("plan p { step a { call t.x(v: R'a\\\"b') } }", "raw strings such as `R'a\\\"b'` are not part of plangate's CEL",
      'write it as a plain string, each backslash doubled: `"a\\\\\\"b"`'),
+    ("policy q { tool c.post { args { channel: string, thread ?: string } } }",
+     "an optional argument is marked after its type, not its name", "write `thread: string?`"),
     ('plan p { step a { call t.x(v: b"x") } }', 'bytes literals such as `b"x"` are not part of plangate\'s CEL',
      "pass the text as a string; a tool is given JSON, which has no bytes"),
     ("plan p { objective 'it\\'s \"so\"' }", "a string here is written in double quotes, found `'it\\'s \"so\"'`",

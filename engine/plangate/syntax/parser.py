@@ -451,6 +451,14 @@ def _describe(parser: _Parser, name: str, text: str, error: UnexpectedInput) -> 
         literal = _literal_in_expression(name, text, token)
         if literal is not None:
             return literal
+    if token is not None and token.type == "QMARK" and expected == {"COLON"}:  # `args { thread?: string }`
+        optional = _OPTIONAL_AFTER_NAME.match(text, token.start_pos)
+        if optional is not None:
+            before = text[:token.start_pos].rstrip()
+            argument = re.search(r"[A-Za-z_][A-Za-z0-9_]*\Z", before)
+            written = f"{argument.group() if argument else 'name'}: {optional.group(1)}?"
+            return diagnostic("syntax-error", span, "an optional argument is marked after its type, not its name",
+                              help=f"write `{written}`")
     if token is not None and token.type in ("STRING", "SQ_STRING"):
         prefixed = _prefixed_string(name, text, token)
         if prefixed is not None:
@@ -468,6 +476,7 @@ def _describe(parser: _Parser, name: str, text: str, error: UnexpectedInput) -> 
                       help=_keyword_hint(parser, token, expected))
 
 
+_OPTIONAL_AFTER_NAME = re.compile(r"\?\s*:\s*([A-Za-z_][A-Za-z0-9_]*)")
 _STRING_PREFIX = re.compile(r"(?<![A-Za-z0-9_])(?:[rRbB]|[rR][bB]|[bB][rR])\Z")
 
 
