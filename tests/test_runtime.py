@@ -1253,6 +1253,22 @@ def test_a_constant_call_that_does_not_fit_its_tool_stops_the_run_before_anythin
     assert toolbox.calls == [] and kinds(runtime, run, "intent") == []
 
 
+@pytest.mark.parametrize("guard", ['when false', 'when r.result.value == 99', 'idempotency "w-" + r.result.value'])
+def test_a_step_that_may_never_call_does_not_stop_the_run_for_a_call_that_would_not_fit(box, guard):
+    """Only a step sure to call (no `when`, reading no result, so never skipped) is fitted before
+    the start: one that may be skipped is fitted at its turn, if it comes."""
+    toolbox, runtime = box
+    toolbox.values["r"] = 5
+    run = start_plan(runtime, f"""
+  step r {{ call t.read(key: "r") }}
+  step w after r {{ call t.write(name: 5) risk reversible_write {guard} {'' if 'idempotency' in guard else 'idempotency "w"'} }}
+""")
+    report = runtime.advance(run)
+    expected = "failed" if "idempotency" in guard else "skipped"  # read `r`'s result: fitted at its turn
+    assert report.steps["r"]["state"] == "succeeded" and report.steps["w"]["state"] == expected
+    assert [call[0] for call in toolbox.calls] == ["t.read"]
+
+
 def test_a_computed_call_that_does_not_fit_its_tool_fails_its_step_without_an_intent_or_a_retry(box):
     toolbox, runtime = box
     toolbox.values["r"] = 5
@@ -1438,6 +1454,21 @@ def test_rollbacks_are_decided_by_the_policy_and_count_in_the_budgets(box):
     assert [call[1] for call in toolbox.calls] == ["a", "b", "c", "undo-c"]
     [decision] = [r for r in kinds(runtime, run, "decision")]
     assert decision.step == "b" and decision.body["rollback"] is True and decision.body["denied_by"] == ["no-undo-b"]
+
+
+def test_a_rollback_that_does_not_fit_its_tool_is_not_made_nor_counted(box):
+    toolbox, runtime = box
+    run = start_plan(runtime, """
+  step a { call t.write(name: "a") risk reversible_write idempotency "a" rollback t.write(name: 7) }
+  step n after a { call t.send(to: "ops") idempotency "n" approval by role "operator" }
+""")
+    assert runtime.advance(run).steps["n"]["state"] == "waiting_for_approval"
+    report = runtime.abort(run, rollback=True)
+    assert report.steps["a"] == {**report.steps["a"], "state": "succeeded", "reason": (
+        "its rollback by `t.write` was not made: the call does not fit its tool: argument `name` of t.write "
+        "must be str, not int 7; the effect stands")}
+    assert [r for r in kinds(runtime, run, "intent") if r.body.get("rollback")] == []
+    assert runtime.view(run).calls == 1 and [call[1] for call in toolbox.calls] == ["a"]
 
 
 def test_abort_with_rollback_refuses_without_the_rollback_tools(tmp_path, demo):
@@ -1731,27 +1762,72 @@ def test_a_check_whose_call_fails_writes_evidence_that_it_showed_nothing(box):
     evidence = [r.body for r in kinds(runtime, run, "evidence") if r.step == "seen"]
     assert [(body["passed"], body["observed"]) for body in evidence] == [(False, None), (False, None)]
     assert [body["how"] for body in evidence] == [
-        f"call of `t.read` (attempt {n}) failed: ConnectionError: probe is unreachable" for n in (1, 2)]
+        f"`t.read`: attempt {n} failed: ConnectionError: probe is unreachable" for n in (1, 2)]
     assert evidence[0]["proves"] == "verifies `w` — not shown: the call failed"
     assert evidence[0]["what"] == "check `seen`: t.read" and evidence[0]["step"] == "seen"
 
 
-def test_a_call_that_did_not_happen_is_neither_counted_nor_charged(box):
+def test_a_check_failing_across_a_crash_writes_its_evidence_once(tmp_path, monkeypatch):
+    """The evidence of a failed check and the step's new state are one transaction: a crash
+    between the failure and the state leaves neither, and the resumed run writes both once."""
+    monkeypatch.delenv("PLANGATE_FAULT", raising=False)
+    toolbox = Toolbox()
+    toolbox.failures["probe"] = 1
+    journal = tmp_path / "journal.db"
+    body = '  check seen { call t.read(key: "probe") }'
+    with runtime_at(journal, toolbox.registry()) as runtime:
+        run = start_plan(runtime, body)
+        append_many = runtime.journal.append_many
+
+        def dying_at_the_state(run_id, entries, **kwargs):
+            if any(kind == "state" and entry["state"] == "failed" for kind, entry, _ in entries):
+                raise KeyboardInterrupt  # the process dies as the step's state is written
+            return append_many(run_id, entries, **kwargs)
+
+        monkeypatch.setattr(runtime.journal, "append_many", dying_at_the_state)
+        with pytest.raises(KeyboardInterrupt):
+            runtime.advance(run)
+        assert kinds(runtime, run, "evidence") == []
+    with runtime_at(journal, toolbox.registry()) as runtime:
+        assert runtime.advance(run).steps["seen"]["state"] == "failed"
+        [evidence] = kinds(runtime, run, "evidence")
+    assert evidence.body["passed"] is False and evidence.body["how"].startswith("`t.read`: attempt 1 failed: ")
+
+
+def test_a_check_whose_call_does_not_fit_its_tool_writes_evidence_that_it_was_not_made(box):
+    toolbox, runtime = box
+    toolbox.values["k"] = 7
+    run = start_plan(runtime, """
+  step r { call t.read(key: "k") }
+  check seen after r { call t.read(key: r.result.value) }
+""")
+    report = runtime.advance(run)
+    assert report.steps["seen"]["state"] == "failed" and kinds(runtime, run, "intent", "seen") == []
+    [evidence] = kinds(runtime, run, "evidence", "seen")
+    assert evidence.body["passed"] is False and evidence.body["how"] == (
+        "`t.read`: the call does not fit its tool: argument `key` of t.read must be str, not int 7 (not made)")
+
+
+def test_a_call_made_again_after_it_did_not_happen_is_counted_and_charged_again(box):
+    """The first call may have reached the tool (a timeout, a process that died inside it): the
+    run-time budget bounds the calls made, so a re-call after `--not-happened` counts, and a run
+    that timed out and re-called forever could not escape `calls`."""
     toolbox, runtime = box
     run = start_plan(runtime, """
-  budget { calls <= 2  cost <= 6 usd }
+  budget { calls <= 2  cost <= 11 usd }
   step w { call t.write(name: "w") risk reversible_write idempotency "w" cost 5 usd }
   step r after w { call t.read(key: "r") cost 1 usd }
 """)
     crash_after_intent(runtime, run, "w", "w")
     assert runtime.advance(run).steps["w"]["state"] == "outcome_unknown"
-    assert (runtime.view(run).calls, runtime.view(run).cost) == (1, 5.0)
     runtime.reconcile(run, "w", False, "ops")
-    assert (runtime.view(run).calls, runtime.view(run).cost) == (0, 0.0)
+    assert (runtime.view(run).calls, runtime.view(run).cost) == (1, 5.0)
     report = runtime.advance(run)
-    assert report.state == "succeeded", report.steps
-    assert report.steps["w"]["attempts"] == 1 and (runtime.view(run).calls, runtime.view(run).cost) == (2, 6.0)
-    assert [call[:2] for call in toolbox.calls] == [("t.write", "w"), ("t.read", "r")]
+    assert report.steps["w"]["state"] == "succeeded" and report.steps["w"]["attempts"] == 1
+    assert report.steps["r"]["state"] == "blocked" and report.state == "blocked" and report.exit_code == 1
+    assert "one more call would make 3, over the plan's budget of 2 calls" in report.steps["r"]["reason"]
+    assert (runtime.view(run).calls, runtime.view(run).cost) == (2, 10.0)
+    assert [call[:2] for call in toolbox.calls] == [("t.write", "w")]
 
 
 def test_a_hand_settled_result_is_credited_to_the_operator_and_a_failing_hook_is_reported(tmp_path, monkeypatch):

@@ -36,6 +36,34 @@ def canonical_json(value: Any) -> str:
     return "".join(parts)
 
 
+def plain(value: Any) -> Any:
+    """A CEL value as a tool is given it: a `uint` as an int, a duration or timestamp as its text
+    (`90s`, `2024-01-01T08:00:00Z`), bytes as text, maps and lists likewise inside."""
+    from plangate.cel.evaluate import Duration, Timestamp, Uint
+
+    if isinstance(value, bool) or value is None or isinstance(value, (str, float)):
+        return value
+    if isinstance(value, (Uint, int)):
+        return int(value)
+    if isinstance(value, (Duration, Timestamp)):
+        return str(value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    return value
+
+
+def key_text(value: Any) -> str:
+    """The idempotency key a value of a plan's `idempotency` names: a string as it is, any other
+    value the canonical JSON text of its `plain` form (`5` and `"5"` name one key). Raises as
+    `canonical_json` does for a value with no canonical text."""
+    value = plain(value)
+    return value if isinstance(value, str) else canonical_json(value)
+
+
 def content_hash(value: Any) -> str:
     """`"sha256:<hex>"` over the UTF-8 bytes of `canonical_json(value)`."""
     return HASH_PREFIX + hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()

@@ -92,7 +92,7 @@ from plangate.policy.compiled import CatalogueEntry, CompiledPolicy, format_seco
 from plangate.policy.decide import evaluator_for
 from plangate.checks.catalogue import argument_problems, typed_arguments, values_outside_cel
 from plangate.policy.facts import StepFacts, effective_risk, rule_activation
-from plangate.runtime.canonical import canonical_json, content_hash, undecodable
+from plangate.runtime.canonical import canonical_json, content_hash, key_text, plain, undecodable
 from plangate.runtime.canonical_plan import canonical, plan_hash
 from plangate.runtime.errors import RunError
 from plangate.runtime.journal import Journal, Record, StaleHead
@@ -101,6 +101,7 @@ from plangate.runtime.tools import Outcome, ToolRegistry, bind, invoke, invoke_r
 from plangate.source import SourceFile
 
 DEFAULT_APPROVAL_SECONDS = 24 * 3600  # how long an approval lasts when neither plan nor policy says
+_NOT_CALLED = frozenset({None, "ready", "waiting_for_approval"})  # states of a step whose call is still to make
 FINISHED = frozenset({"succeeded", "skipped", "failed", "blocked", "cancelled", "compensated"})
 ENDED = frozenset({"aborted", "succeeded", "failed"})  # run states after which nothing runs
 # Step states in which the step's call will not be made as things stand: nothing to approve.
@@ -149,9 +150,6 @@ class RunView:
     approvals: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     calls: int = 0
     cost: float = 0.0
-    # Per step whose call has no answer recorded: the cost its intent was charged, refunded (with
-    # the call) if a reconciliation says the call did not happen.
-    charged: dict[str, float] = field(default_factory=dict)
     run_state: str = "running"
     held_by: str | None = None  # another live process that holds the run's lock (it is executing)
     head: tuple[int, str] = (0, "")  # the (seq, hash) of the last record folded into this view
@@ -506,9 +504,10 @@ class Runtime:
 
     def require_tools(self, plan: Plan, states: dict[str, str], nothing_done: str = "nothing was run") -> None:
         """Refuse to start (a `RunError`, nothing journaled) unless every tool that a step not yet
-        finished may call is loaded, and takes the arguments such a step gives it where they are
-        constants: a missing tool, or one whose signature the call cannot fit, is the command's
-        mistake (the wrong --tools), not the step's."""
+        finished may call is loaded, and takes the arguments of each step that is sure to call it
+        (not called yet, not conditional, reading no result) where they are constants: a missing
+        tool, or one whose signature such a call cannot fit, is the command's mistake (the wrong
+        --tools), not the step's."""
         missing: dict[str, list[str]] = {}
         for step in plan.steps:
             if step.call is not None and states.get(step.id) not in FINISHED and self.tools.get(step.call.tool) is None:
@@ -518,7 +517,7 @@ class Runtime:
             raise RunError(f"could not start: the tools loaded do not include {named}; pass the --tools that "
                            f"define them ({nothing_done})")
         misfits = [f"step `{step.id}`: {'; '.join(errors)}" for step in plan.steps
-                   if states.get(step.id) not in FINISHED and (errors := _constant_misfits(self.tools, step))]
+                   if states.get(step.id) in _NOT_CALLED and (errors := _constant_misfits(self.tools, step))]
         if misfits:
             raise RunError(f"could not start: {'; '.join(misfits)} (the call does not fit the tool loaded for it; "
                            f"{nothing_done})")
@@ -580,14 +579,18 @@ class Runtime:
                     ("result", {"result": outcome.result, "settled_by": HOOK,
                                 "external_ref": _external_ref(outcome.result)}, step_id)])
 
-    def _set(self, view: RunView, step_id: str, state: str, reason: str, rollback: bool = False) -> None:
-        """Journal a step's state (a rollback's outcome with `"rollback": true`) unless it is already so."""
+    def _set(self, view: RunView, step_id: str, state: str, reason: str, rollback: bool = False,
+             evidence: dict[str, Any] | None = None) -> None:
+        """Journal a step's state (a rollback's outcome with `"rollback": true`) unless it is already
+        so; with `evidence`, that record first, in the same transaction (a crash leaves both or
+        neither, so the state is never decided again with the evidence written twice)."""
         if view.states.get(step_id) == state and view.reasons.get(step_id) == reason and not rollback:
             return
         body: dict[str, Any] = {"state": state, "reason": reason}
         if rollback:
             body["rollback"] = True
-        self.journal.append(view.run, "state", body, step=step_id)
+        entries = [("evidence", evidence, step_id)] if evidence is not None else []
+        self.journal.append_many(view.run, [*entries, ("state", body, step_id)])
         view.states[step_id] = state
         view.reasons[step_id] = reason
 
@@ -647,7 +650,8 @@ class Runtime:
         tool = self.tools.get(step.call.tool)
         misfits = bind(tool, args, key)[1] if tool is not None else []
         if misfits:  # no call is made, so no intent is written; the same call would fit no better on a retry
-            self._set(view, step_id, "failed", "the call does not fit its tool: " + "; ".join(misfits))
+            why = "the call does not fit its tool: " + "; ".join(misfits)
+            self._set(view, step_id, "failed", why, evidence=self._unobserved(view, step, why + " (not made)"))
             return "changed"
         missing = self._missing_approvals(view, step, args, requirements)
         if missing:
@@ -727,13 +731,11 @@ class Runtime:
             value = compile_expr(step.idempotency)(scope)
             if isinstance(value, CelError):
                 return value
-            plain = _plain(value)
-            if plain is None or plain == "":
-                return CelError(f"the key is {'null' if plain is None else 'an empty string'}, which names no call")
-            if isinstance(plain, str):
-                return plain
+            named = plain(value)
+            if named is None or named == "":
+                return CelError(f"the key is {'null' if named is None else 'an empty string'}, which names no call")
             try:
-                return canonical_json(plain)
+                return key_text(named)
             except (TypeError, ValueError) as error:
                 return CelError(f"the key has no canonical text: {error}")
         call = canonical_json({"tool": step.call.tool, "args": args})  # type: ignore[union-attr]
@@ -862,17 +864,21 @@ class Runtime:
 
     def _after_failure(self, view: RunView, step: Step, error: str, after_result: bool = False) -> None:
         attempts = self.view(view.run).attempts.get(step.id, 0)
-        if step.kind == "check" and not after_result:  # a check that could not observe says so: evidence too
-            self.journal.append(view.run, "evidence", {
-                "what": f"check `{step.id}`: {step.call.tool}", "observed": None, "when": _now_iso(self.clock()),
-                "how": f"call of `{step.call.tool}` (attempt {attempts or 1}) failed: {error}",
-                "proves": f"{_verifies(view.plan, step)} — not shown: the call failed",
-                "step": step.id, "passed": False,
-            }, step=step.id)
+        evidence = None if after_result else self._unobserved(view, step, f"attempt {attempts or 1} failed: {error}")
         if attempts <= step.retry:
-            self._set(view, step.id, "ready", f"attempt {attempts} failed: {error}; retrying")
+            self._set(view, step.id, "ready", f"attempt {attempts} failed: {error}; retrying", evidence=evidence)
         else:
-            self._set(view, step.id, "failed", f"attempt {attempts} failed: {error}")
+            self._set(view, step.id, "failed", f"attempt {attempts} failed: {error}", evidence=evidence)
+
+    def _unobserved(self, view: RunView, step: Step, why: str) -> dict[str, Any] | None:
+        """For a `check` step whose call failed or was never made: the evidence that it showed
+        nothing (a rejection is evidence too), written with the step's new state; None for others."""
+        if step.kind != "check":
+            return None
+        return {"what": f"check `{step.id}`: {step.call.tool}", "observed": None,  # type: ignore[union-attr]
+                "when": _now_iso(self.clock()), "how": f"`{step.call.tool}`: {why}",  # type: ignore[union-attr]
+                "proves": f"{_verifies(view.plan, step)} — not shown: the call failed",
+                "step": step.id, "passed": False}
 
     # ------------------------------------------------------------------ operators
     def approval_call(self, run: str, step_id: str, role: str) -> dict[str, Any]:
@@ -1149,12 +1155,16 @@ class Runtime:
         tool = self.tools.get(tool_name)
         assert tool is not None, "abort checks the rollback tools first"
         key = f"{view.run}:{step.id}:rollback"
+        kwargs, misfits = bind(tool, args, key)
+        if misfits:  # no call is made, so no intent is written (nor a call counted)
+            self._set(view, step.id, "succeeded", f"its rollback by `{tool_name}` was not made: the call does not "
+                                                  f"fit its tool: {'; '.join(misfits)}; the effect stands", rollback=True)
+            return
         self.journal.append(view.run, "intent", {"tool": tool_name, "args": args, "idempotency_key": key,
                                                  "attempt": view.rollback_calls.get(step.id, {}).get("attempt", 0) + 1,
                                                  "rollback": True}, step=step.id)
         self.fault(step.id, "rollback_after_intent")
-        kwargs, errors = bind(tool, args, key)
-        outcome = Outcome(False, error="; ".join(errors)) if errors else invoke(tool, kwargs)
+        outcome = invoke(tool, kwargs)
         self.fault(step.id, "rollback_after_call")
         if outcome.ok:
             self.journal.append(view.run, "result", {"result": outcome.result, "external_ref": _external_ref(outcome.result),
@@ -1260,7 +1270,7 @@ def _copy_view(view: RunView) -> RunView:
                    to_roll_back=list(view.to_roll_back), rollback_intents=dict(view.rollback_intents),
                    rollback_calls=dict(view.rollback_calls), rollback_unknown=dict(view.rollback_unknown),
                    rolled_back=set(view.rolled_back), superseded=set(view.superseded), made=dict(view.made),
-                   read_at_call=dict(view.read_at_call), charged=dict(view.charged),
+                   read_at_call=dict(view.read_at_call),
                    approvals={step: list(items) for step, items in view.approvals.items()})
 
 
@@ -1414,9 +1424,8 @@ def _fold(view: RunView, record: Record) -> None:
         view.states[step] = "running"
         view.calls += 1
         planned = _step(view.plan, step)
-        view.charged[step] = _declared_cost(view.policy, planned) if planned is not None else 0.0
-        view.cost += view.charged[step]
         if planned is not None:
+            view.cost += _declared_cost(view.policy, planned)
             if planned.rollback is not None:  # what the call reads now is what its rollback will read
                 view.read_at_call[step] = _results_read(view, planned)
     elif kind == "result":
@@ -1460,13 +1469,10 @@ def _fold(view: RunView, record: Record) -> None:
         view.reasons[step] = body.get("reason") or UNANSWERED
         view.marked_unknown.add(step)
     elif kind == "reconciled":
-        intent = view.open_intents.pop(step, None)
+        view.open_intents.pop(step, None)
         if body["happened"]:  # its result follows in the same transaction (a stale call's settles it)
             view.states[step] = "verifying"
         else:
-            if intent is not None:  # no call was made: none is counted, nothing is spent
-                view.calls -= 1
-                view.cost -= view.charged.pop(step, 0.0)
             if step in view.stale:  # an earlier version's call did not happen
                 view.stale.pop(step)
                 _forget(view, step)
@@ -1517,15 +1523,12 @@ def _fold_rollback(view: RunView, step: str, kind: str, body: dict[str, Any]) ->
         view.rollback_unknown[step] = body.get("reason") or (
             f"its rollback by `{tool}` may have happened: its answer was never recorded")
     elif kind == "reconciled":
-        intent = view.rollback_intents.pop(step, None)
+        view.rollback_intents.pop(step, None)
         view.rollback_unknown.pop(step, None)
         if body["happened"]:  # its result comes in the same transaction
             view.rolled_back.add(step)
             view.states[step] = "compensated"
             view.reasons[step] = f"rolled back by `{tool}`"
-        elif intent is not None:  # no call was made: none is counted, nothing is spent
-            view.calls -= 1
-            view.cost -= _tool_cost(view.policy, intent["tool"])
 
 
 def _revise(view: RunView, step_id: str, old: Step | None, new: Step | None) -> None:
@@ -1815,11 +1818,17 @@ def _concrete_args(call: ToolCall, scope: dict[str, Any]) -> Arguments | tuple[s
 
 
 def _constant_misfits(tools: ToolRegistry, step: Step) -> list[str]:
-    """Why `step`'s call, where all its arguments are constants, does not fit the tool loaded for it
-    (`bind`'s reasons); nothing for a step whose call reads a result, or fails to evaluate (its
-    own failure at its turn), or whose tool is not loaded."""
+    """Why `step`'s call does not fit the tool loaded for it (`bind`'s reasons), where the step is
+    sure to make it: it has no `when` and reads no result anywhere (so it is never skipped) and its
+    arguments are constants. Nothing for any other step (it may never call), for a call whose
+    arguments fail to evaluate (its own failure at its turn), or whose tool is not loaded."""
+    from plangate.graph import step_expressions
+
     tool = tools.get(step.call.tool) if step.call is not None else None
-    if tool is None or any(reads_a_name(argument.value) for argument in step.call.args):  # type: ignore[union-attr]
+    if tool is None or step.when is not None:
+        return []
+    if any(cel.step_references(expr) for _clause, expr in step_expressions(step)) \
+            or any(reads_a_name(argument.value) for argument in step.call.args):  # type: ignore[union-attr]
         return []
     arguments = _concrete_args(step.call, {})  # type: ignore[arg-type]
     return [] if isinstance(arguments, tuple) else bind(tool, arguments.plain, "")[1]
@@ -1863,12 +1872,12 @@ def _call_value(value: Any) -> Any:
     if key is not None:
         return CelError(f"a map passed to a tool must have string keys (the tool is given JSON), "
                         f"but one key is `{_show(key)}`")
-    plain = _plain(value)
+    given = plain(value)
     try:
-        canonical_json(plain)
+        canonical_json(given)
     except (TypeError, ValueError) as error:
         return CelError(f"the value cannot be passed to a tool: {error}")
-    return plain
+    return given
 
 
 def _non_string_key(value: Any) -> Any:
@@ -1887,25 +1896,5 @@ def _non_string_key(value: Any) -> Any:
     return None
 
 
-def _plain(value: Any) -> Any:
-    from plangate.cel.evaluate import Duration, Timestamp, Uint
-
-    if isinstance(value, bool) or value is None or isinstance(value, (str, float)):
-        return value
-    if isinstance(value, Uint):
-        return int(value)
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, (Duration, Timestamp)):
-        return str(value)  # `90s`, `2024-01-01T08:00:00Z`: what a tool is given
-    if isinstance(value, bytes):
-        return value.decode("utf-8", errors="replace")
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
 def _show(value: Any) -> str:
-    return "false" if value is False else canonical_json(_plain(value)) if value is not None else "null"
+    return "false" if value is False else canonical_json(plain(value)) if value is not None else "null"
