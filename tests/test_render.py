@@ -365,6 +365,19 @@ def test_sarif_and_github_name_files_as_the_repository_does(tmp_path, monkeypatc
         "::error file=plans/a b.plan", "::error file=/elsewhere/b.plan", "::error file=" + above]
 
 
+def test_sarif_and_github_name_files_as_given_when_the_working_directory_is_gone(tmp_path, monkeypatch):
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    source_map = SourceMap()
+    source_map.add(SourceFile("/abs/b.plan", "plan p { }\n"))
+    found = [diagnostic("unknown-step", Span("/abs/b.plan", 5, 6), "m")]
+    run = json.loads(render_sarif(found, source_map, files=["/abs/b.plan"], tool_version="0"))["runs"][0]
+    assert run["artifacts"][0]["location"]["uri"] == "file:///abs/b.plan"
+    assert render_github(found, source_map).startswith("::error file=/abs/b.plan,")
+
+
 # --- github ----------------------------------------------------------------------------------------
 
 

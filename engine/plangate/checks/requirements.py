@@ -116,7 +116,7 @@ def _verifiers(ctx: PlanContext) -> tuple[dict[str, list[str]], dict[str, list[t
     if not checks:
         return checked_by, skippable
     never = never_running(ctx)
-    guards = _guard_sets(ctx)
+    guards = guard_sets(ctx)
     texts: dict[str, str] = {}
 
     def condition(step_id: str) -> str:
@@ -142,9 +142,17 @@ def _verifiers(ctx: PlanContext) -> tuple[dict[str, list[str]], dict[str, list[t
     return checked_by, skippable
 
 
-def _guard_sets(ctx: PlanContext) -> dict[str, frozenset[str]]:
+def guard_sets(ctx: PlanContext) -> dict[str, frozenset[str]]:
     """Per step, the conditional steps whose `when` must hold for it to run (see `_verifiers`);
-    empty when no step has a `when` that reads a result, or the plan is no DAG."""
+    empty when no step has a `when` that reads a result, or the plan is no DAG. Computed once per
+    plan and kept in `ctx.facts`."""
+    known = ctx.facts.get("guard_sets")
+    if known is None:
+        known = ctx.facts["guard_sets"] = _guard_sets(ctx)
+    return known
+
+
+def _guard_sets(ctx: PlanContext) -> dict[str, frozenset[str]]:
     conditional = {step_id for step_id, step in ctx.graph.steps.items()
                    if step.when is not None and constant_when(step.when) is None}
     if not conditional or not ctx.graph.is_dag():

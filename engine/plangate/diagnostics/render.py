@@ -356,10 +356,10 @@ def _from_workspace(path: str) -> str:
     path absolute."""
     try:
         relative = os.path.relpath(path)
-    except ValueError:  # another drive
-        relative = os.pardir
-    inside = relative != os.pardir and not relative.startswith(os.pardir + os.sep)
-    return (relative if inside else os.path.abspath(path)).replace(os.sep, "/")
+        inside = relative != os.pardir and not relative.startswith(os.pardir + os.sep)
+        return (relative if inside else os.path.abspath(path)).replace(os.sep, "/")
+    except (ValueError, OSError):  # another drive; a working directory that no longer exists
+        return path.replace(os.sep, "/")
 
 
 def _sarif_uri(path: str) -> str:
