@@ -41,6 +41,17 @@ MAX_GUARD_SETS = 64
 
 def check(ctx: PlanContext) -> Iterator[Diagnostic]:
     never = never_running(ctx)
+    groups: dict[tuple[str, Any], list[Step]] = {}
+    for step in ctx.graph.steps.values():
+        if step.call is None or step.idempotency is None or cel.uses_bare_result(step.idempotency) is not None \
+                or step.id in never:
+            continue
+        identity = _key_identity(step.idempotency)
+        if identity is not None:
+            groups.setdefault((step.call.tool, identity), []).append(step)
+    shared = [steps for steps in groups.values() if len(steps) > 1]
+    if not shared:
+        return  # the common case: every key names one call, and no guard set is needed
     guards = guard_sets(ctx)
     texts: dict[str, str] = {}
 
@@ -51,31 +62,28 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
                 texts[guard] = cel.to_source(ctx.graph.steps[guard].when)  # type: ignore[arg-type]
         return frozenset(texts[guard] for guard in guards.get(step.id, ()))
 
-    groups: dict[tuple[str, Any], dict[frozenset[str], tuple[int, Step]]] = {}
-    for position, step in enumerate(ctx.graph.steps.values()):
-        if step.call is None or step.idempotency is None or cel.uses_bare_result(step.idempotency) is not None \
-                or step.id in never:
-            continue
-        identity = _key_identity(step.idempotency)
-        if identity is None:
-            continue
-        firsts = groups.setdefault((step.call.tool, identity), {})
-        own = conditions(step)
-        together = [found for guarded, found in firsts.items() if guarded <= own or own <= guarded]
-        if own not in firsts and len(firsts) < MAX_GUARD_SETS:
-            firsts[own] = (position, step)
-        if not together:
-            continue
-        first = min(together, key=lambda found: found[0])[1]
-        shown = cel.to_source(step.idempotency)
-        yield diagnostic(
-            "idempotency-key-shared", step.idempotency.span,
-            f"steps `{first.id}` and `{step.id}` both call `{step.call.tool}` with the idempotency key "
-            f"`{shown if len(shown) <= 80 else shown[:77] + '...'}`",
-            labels=[Label(first.idempotency.span, f"`{first.id}` uses the same key")],  # type: ignore[union-attr]
-            notes=[f"`{step.call.tool}` may take the call of `{step.id}` for a retry of the call of `{first.id}`: "
-                   f"it would not be made, or would return the first call's result"],
-            help=f'give each effect its own key, e.g. `"{step.id}-" + …`')
+    for steps in shared:
+        firsts: dict[frozenset[str], tuple[int, Step]] = {}  # guard set → its first step, with its position
+        for position, step in enumerate(steps):
+            own = conditions(step)
+            together = [found for guarded, found in firsts.items() if guarded <= own or own <= guarded]
+            if own not in firsts and len(firsts) < MAX_GUARD_SETS:
+                firsts[own] = (position, step)
+            if together:
+                yield _shared(min(together, key=lambda found: found[0])[1], step)
+
+
+def _shared(first: Step, step: Step) -> Diagnostic:
+    shown = cel.to_source(step.idempotency)  # type: ignore[arg-type]
+    tool = step.call.tool  # type: ignore[union-attr]
+    return diagnostic(
+        "idempotency-key-shared", step.idempotency.span,  # type: ignore[union-attr]
+        f"steps `{first.id}` and `{step.id}` both call `{tool}` with the idempotency key "
+        f"`{shown if len(shown) <= 80 else shown[:77] + '...'}`",
+        labels=[Label(first.idempotency.span, f"`{first.id}` uses the same key")],  # type: ignore[union-attr]
+        notes=[f"`{tool}` may take the call of `{step.id}` for a retry of the call of `{first.id}`: "
+               f"it would not be made, or would return the first call's result"],
+        help=f'give each effect its own key, e.g. `"{step.id}-" + …`')
 
 
 def _key_identity(key: cel.Expr) -> Any:
