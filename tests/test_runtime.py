@@ -11,6 +11,7 @@ import json
 import os
 import sqlite3
 import threading
+import time
 from contextlib import closing
 from typing import Any
 
@@ -1469,6 +1470,56 @@ def test_a_rollback_that_does_not_fit_its_tool_is_not_made_nor_counted(box):
         "must be str, not int 7; the effect stands")}
     assert [r for r in kinds(runtime, run, "intent") if r.body.get("rollback")] == []
     assert runtime.view(run).calls == 1 and [call[1] for call in toolbox.calls] == ["a"]
+
+
+def test_a_rollback_with_no_answer_within_its_tools_time_cap_is_an_unknown_outcome(tmp_path, monkeypatch):
+    """A rollback is bounded as a call is: by its tool's `time <=` cap. Past it the abort does not
+    hang: the rollback may have happened, so the run stays `aborting` until the rollback tool's
+    reconcile hook (asked only once the call has returned) or an operator settles it."""
+    monkeypatch.delenv("PLANGATE_FAULT", raising=False)
+    release, undone = threading.Event(), []
+
+    @tool("t.write")
+    def write(name: str, idempotency_key: str) -> dict:
+        return {"name": name}
+
+    @tool("t.undo")
+    def undo(name: str, idempotency_key: str) -> dict:
+        release.wait(10)
+        undone.append(idempotency_key)
+        return {"undone": name}
+
+    @tool("t.send")
+    def send(to: str, idempotency_key: str) -> dict:
+        return {"to": to}
+
+    undo.reconcile(lambda idempotency_key: {"undone": "a"} if idempotency_key in undone else None)
+    registry = ToolRegistry()
+    for each in (write, undo, send):
+        registry.register(each)
+    policy = TEST_POLICY.replace("tool t.send", "tool t.undo  { risk reversible_write time <= 1s }\n  tool t.send")
+    with runtime_at(tmp_path / "journal.db", registry) as runtime:
+        run = runtime.start(plan_text("""
+  step a { call t.write(name: "a") risk reversible_write idempotency "a" rollback t.undo(name: "a") }
+  step n after a { call t.send(to: "ops") idempotency "n" approval by role "operator" }
+"""), "t.plan", [("t.policy", policy)])
+        assert runtime.advance(run).steps["n"]["state"] == "waiting_for_approval"
+        started = time.monotonic()
+        report = runtime.abort(run, rollback=True)
+        assert time.monotonic() - started < 5
+        assert report.state == "aborting" and report.exit_code == 3
+        assert "its rollback by `t.undo` gave no answer within 1s (the time cap of its tool) and may have happened" \
+            in report.steps["a"]["reason"]
+        assert runtime.abort(run, rollback=True).state == "aborting"  # still running here: nothing is asked
+        with pytest.raises(RunError, match="still running in this process"):
+            runtime.reconcile(run, "a", True, "ops")
+        release.set()
+        deadline = time.monotonic() + 10
+        while runtime._abandoned(run) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        report = runtime.abort(run, rollback=True)  # returned: the hook says it happened
+    assert report.state == "aborted" and report.steps["a"]["state"] == "compensated"
+    assert undone == [f"{run}:a:rollback"]
 
 
 def test_abort_with_rollback_refuses_without_the_rollback_tools(tmp_path, demo):

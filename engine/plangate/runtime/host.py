@@ -79,6 +79,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Callable, Sequence
@@ -1079,8 +1080,10 @@ class Runtime:
                                                       "was evaluated")
             elif view.states.get(step_id) not in FINISHED | {"outcome_unknown"}:
                 self._set(view, step_id, "cancelled", "the run was aborted")
+        still_running = self._abandoned_steps(run)
         for step_id, intent in list(view.rollback_intents.items()):
-            self._settle_rollback(view, step_id, intent)
+            if step_id not in still_running:  # timed out, and still running here: no answer yet can be true
+                self._settle_rollback(view, step_id, intent)
         unsettled = self._unsettled(view)
         if unsettled:  # did their calls happen? ask the hooks first: what happened is rolled back
             self._reconcile_unknown(view, only=unsettled)
@@ -1164,7 +1167,14 @@ class Runtime:
                                                  "attempt": view.rollback_calls.get(step.id, {}).get("attempt", 0) + 1,
                                                  "rollback": True}, step=step.id)
         self.fault(step.id, "rollback_after_intent")
-        outcome = invoke(tool, kwargs)
+        within = _answer_within(view.policy, undo)
+        outcome = invoke(tool, kwargs) if within is None else self._invoke_within(view.run, step.id, tool, kwargs, within)
+        if outcome is None:  # no answer in time: it may still happen, so it is settled as any unknown outcome
+            self.journal.append(view.run, "outcome_unknown", {
+                "idempotency_key": key, "rollback": True,
+                "reason": f"its rollback by `{tool_name}` gave no answer within {within[1]} "  # type: ignore[index]
+                          "and may have happened"}, step=step.id)
+            return
         self.fault(step.id, "rollback_after_call")
         if outcome.ok:
             self.journal.append(view.run, "result", {"result": outcome.result, "external_ref": _external_ref(outcome.result),
@@ -1175,6 +1185,27 @@ class Runtime:
             self.journal.append(view.run, "attempt_failed", {"error": error, "rollback": True}, step=step.id)
             self._set(view, step.id, "succeeded", f"its rollback by `{tool_name}` failed ({error}): the effect stands",
                       rollback=True)
+
+    def _invoke_within(self, run: str, step_id: str, tool: Any, kwargs: dict[str, Any],
+                       within: tuple[float, str]) -> Outcome | None:
+        """`invoke` on a thread of its own, waited for `within` seconds: its outcome, or None when it
+        has not answered by then. Python cannot stop it: it is abandoned as a timed-out step's
+        call is (`_abandon`: the run stays held until it returns, so nothing settles or repeats a
+        call still in flight), on a daemon thread, which cannot hold the process open."""
+        future: Future = Future()
+
+        def call() -> None:
+            try:
+                future.set_result(invoke(tool, kwargs))
+            except BaseException as error:  # a KeyboardInterrupt: raised again on the waiting thread
+                future.set_exception(error)
+
+        threading.Thread(target=call, name=f"plangate-rollback-{step_id}", daemon=True).start()
+        try:
+            return future.result(timeout=within[0])
+        except FuturesTimeout:
+            self._abandon(run, step_id, future, math.ceil(within[0]))
+            return None
 
     # ------------------------------------------------------------------ reporting
     def report(self, run: str, view: RunView, reason: str | None = None, record: bool = True) -> RunReport:
