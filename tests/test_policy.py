@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from plangate.gate import Gate
+
 from plangate.cli import main
 from plangate.diagnostics import Severity
 from plangate.driver import check
@@ -137,7 +139,7 @@ def test_failing_policy_tests_exit_1_at_their_expect_lines(tmp_path, capsys):
 
     assert "a small refund is denied" in by_line[deny]["message"]
     assert "decides: allow" in by_line[deny]["message"]
-    assert "not in the catalogue" in by_line[unknown]["message"]
+    assert "is not in the policy's catalogue" in by_line[unknown]["message"]
     assert by_line[misspelt]["help"] == "did you mean `large-refund`?"
     assert "expects `require approval`" in by_line[read]["message"]
     # The passing test ("a refund needs an approval": allow, require approval, warn) adds nothing.
@@ -181,6 +183,29 @@ def test_a_tests_arguments_fit_the_tools_args_as_check_types_a_steps(tmp_path, c
     plan = write(tmp_path, "s.plan", f"plan s {{ step a {{ call t.v(v: {argument}) }} }}")
     code, out, _ = run(capsys, "check", plan, "--policy", tmp_path / "q.policy", "--format", "json")
     assert [item["name"] for item in json.loads(out)["diagnostics"]] == ["arg-type"]
+
+
+@pytest.mark.parametrize("call, refusal", [
+    ("t.v(v: 0.0 / 0.0)", "argument `v`: the value cannot be passed to a tool"),
+    ('t.v(v: 1.0, m: {1: "a"})', "argument `m`: a map passed to a tool must have string keys"),
+    ("t.v(v: 900.5)", "the call does not fit its tool's `args`: argument `v` of `t.v` must be `int`"),
+    ("t.other(v: 900)", "`t.other` is not in the policy's catalogue"),
+])
+def test_a_tests_call_refused_as_the_runtime_refuses_it_asks_no_rule(tmp_path, capsys, call, refusal):
+    """A call no tool could be given (a NaN, a map key that is not a string), one that does not fit
+    its tool's `args`, and an unknown tool are refused before any rule, as at run time and by the
+    gate: a deny rule that would fire on the values is not named, and its errors are not reported."""
+    policy = (f'policy q {{ tool t.v {{ risk read_only args {{ v: int, m: map? }} }}\n'
+              f'  deny "big" when args.v > 500\n'
+              f'  test "named" {{ call {call} expect deny "big" }}\n'
+              f'  test "refused" {{ call {call} expect deny }} }}')
+    code, out, _ = run(capsys, "test", write(tmp_path, "q.policy", policy))
+    assert code == 1 and "1 passed, 1 failed" in out, out
+    assert f"FAIL q › named   (deny ({refusal}" in out and "no such overload" not in out
+    gate = Gate.from_sources([("q.policy", policy)])
+    decision = gate.decide(call.partition("(")[0], {"v": float("nan")} if "0.0 / 0.0" in call else
+                           {"v": 1.0, "m": {1: "a"}} if "{1:" in call else {"v": 900.5 if "900.5" in call else 900})
+    assert not decision.allowed and decision.denied_by == [] and decision.errors == []
 
 
 def test_a_tests_int_for_a_double_is_that_double_for_the_rules(tmp_path, capsys):

@@ -12,7 +12,9 @@ evaluator, catalogue and argument check as `plangate check` and the runtime:
 1. the tool is matched against the catalogue (the most specific entry); an unmatched tool is refused
    under `unknown_tools deny` (the default) and allowed with a warning under `warn`;
 2. where the entry declares `args`, every argument must be declared, every required one given, and
-   each value of its type (`arg-type`): a call that does not fit is refused;
+   each value of its type (`arg-type`): a call that does not fit is refused, and so is one with no
+   JSON form or with values the rules could not see — before any rule, as at run time (no rule is
+   asked, so `denied_by`, warnings, requirements and approvals stay empty);
 3. the step's risk is the higher of the one the caller declares and the catalogue's (neither:
    `irreversible`), and the rules see `step`, `call`, `args`, `plan` and the risk constants exactly
    as in a plan; every deny rule that fires refuses the call (a rule whose condition fails to
@@ -125,7 +127,7 @@ class Gate:
         """The policy's decision on calling `tool` with `args` (see the module's docstring).
         `TypeError` when `tool` is not a string or `args` not a mapping (a caller's mistake, not a
         decision)."""
-        from plangate.checks.catalogue import argument_problems, typed_arguments, values_outside_cel
+        from plangate.checks.catalogue import refusal_before_rules, typed_arguments
         from plangate.policy.decide import evaluator_for
         from plangate.policy.facts import StepFacts, effective_risk, retry_needs_key, rule_activation
         from plangate.runtime.canonical import canonical_json
@@ -150,11 +152,8 @@ class Gate:
                                           if declared is not None else None)
         level = effective_risk(facts_step, entry)
         decision = GateDecision(tool=tool, allowed=True, risk=level.name, policy_hash=self.policy.hash)
-        if entry is None:
-            if self.policy.unknown_tools == "warn":
-                decision.warnings.append(f"`{tool}` is not in the policy's catalogue")
-            else:
-                decision.reasons.append(f"`{tool}` is not in the policy's catalogue")
+        if entry is None and self.policy.unknown_tools == "warn":
+            decision.warnings.append(f"`{tool}` is not in the policy's catalogue")
         if not is_tool_name(tool):
             decision.reasons.append(f"`{tool}` is not a tool name (dotted identifiers, such as `deploy.preview`)")
         try:
@@ -162,8 +161,12 @@ class Gate:
         except (TypeError, ValueError, RecursionError) as error:  # NaN, a set…: a tool could never be given it
             decision.reasons.append(f"the arguments have no JSON form: {error}")
         else:
-            decision.reasons.extend(values_outside_cel(arguments))
-        decision.reasons.extend(argument_problems(tool, entry, arguments))
+            refused = refusal_before_rules(self.policy, tool, entry, arguments)
+            if refused is not None:
+                decision.reasons.extend(refused.problems)
+        if decision.reasons:  # refused before any rule, as at run time: no rule is asked
+            decision.allowed = False
+            return decision
         if kind == "check" and level > Risk.read_only:
             decision.reasons.append(f"a check only observes, and `{tool}` is `{level.name}`")
         retries = self.policy.limit("retries")

@@ -12,6 +12,7 @@ constants are typed by value, expressions by the CEL type checker, results of ea
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Iterator
 
@@ -108,6 +109,34 @@ def typed_arguments(entry: CatalogueEntry | None, args: dict[str, Any]) -> dict[
     non-negative int where it declares a `uint` becomes a `uint` (JSON has no unsigned ints)."""
     declared = {spec.name: spec.type for spec in entry.args} if entry is not None and entry.args else {}
     return {str(name): as_declared(declared.get(name, ""), value) for name, value in args.items()}
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a call is refused before any rule: what is wrong, and each problem found."""
+
+    what: str
+    problems: tuple[str, ...]
+
+    def __str__(self) -> str:
+        return f"{self.what}: {'; '.join(self.problems)}" if self.what else "; ".join(self.problems)
+
+
+def refusal_before_rules(policy: CompiledPolicy, tool: str, entry: CatalogueEntry | None,
+                         args: dict[str, Any]) -> Refusal | None:
+    """Why a concrete call is refused before any rule is asked — the same at run time, by the gate
+    and by `plangate test`: a tool not in the catalogue under `unknown_tools deny`, arguments that
+    do not fit its `args` (`argument_problems`), values the rules could not see as the runtime
+    holds them (`values_outside_cel`). None when the rules decide."""
+    if entry is None and policy.unknown_tools == "deny":
+        return Refusal("", (f"`{tool}` is not in the policy's catalogue",))
+    misfits = argument_problems(tool, entry, args)
+    if misfits:  # the rules were written for arguments of the declared types
+        return Refusal("the call does not fit its tool's `args`", tuple(misfits))
+    outside = values_outside_cel(args)
+    if outside:  # no rule could see it as it is: one would err (and not fire) where it must decide
+        return Refusal("the rules cannot see the call's arguments", tuple(outside))
+    return None
 
 
 def argument_problems(tool: str, entry: CatalogueEntry | None, args: dict[str, Any]) -> list[str]:

@@ -3,8 +3,9 @@
 Each policy's tests run against that policy compiled on its own. A test's call is decided exactly
 as the runtime decides a call: the step's risk is the higher of the test's `risk` (if any) and the
 catalogue's; the arguments must be constants. A call whose arguments do not fit its tool's `args`
-is denied before any rule, as the runtime denies it. An unmatched tool is denied when the policy says
-`unknown_tools deny` (the default). Expectations: `allow` (no deny fires), `deny` (some deny
+is denied before any rule, as the runtime denies it, and so is a call no tool could be given (a
+NaN, a map key that is not a string) and an unmatched tool when the policy says
+`unknown_tools deny` (the default): no rule is asked (`catalogue.refusal_before_rules`). Expectations: `allow` (no deny fires), `deny` (some deny
 fires), `deny "r"` (deny rule `r` fires), `warn "r"`, `require K` (a requirement of kind K
 applies); every expectation of a test must hold. A failed test is a `policy-test-failed`
 diagnostic at the test, saying what was expected and what the policy decided.
@@ -90,7 +91,8 @@ def run_policy_tests(paths: Sequence[str]) -> PolicyTestResult:
 
 def run_test(policy: CompiledPolicy, policy_id: str, test: PolicyTest) -> tuple[TestOutcome, list[Diagnostic]]:
     from plangate.cel.evaluate import CelError, compile_expr
-    from plangate.checks.catalogue import argument_problems, typed_arguments
+    from plangate.checks.catalogue import refusal_before_rules, typed_arguments
+    from plangate.runtime.canonical import call_value
     from plangate.policy.decide import evaluator_for
     from plangate.policy.facts import StepFacts, effective_risk, rule_activation
     from plangate.ir.nodes import Step
@@ -100,32 +102,42 @@ def run_test(policy: CompiledPolicy, policy_id: str, test: PolicyTest) -> tuple[
         problems.append(diagnostic("policy-test-failed", test.span, f"test `{test.name}` has no call: it decides nothing"))
         return TestOutcome(policy_id, test.name, False, "no call to decide"), problems
     args: dict[str, Any] = {}
+    unsendable: list[str] = []  # arguments no tool could be given: the runtime fails such a call
     for argument in test.call.args:
         value = compile_expr(argument.value)({})
         if isinstance(value, CelError):
             problems.append(diagnostic("policy-test-failed", argument.value.span,
                                        f"test `{test.name}`: argument `{argument.name}` is not a constant: {value.message}",
                                        help="a test's call takes literal values"))
+        else:
+            sent = call_value(value)
+            if isinstance(sent, CelError):
+                unsendable.append(f"argument `{argument.name}`: {sent.message}")
         args[argument.name] = value
     if problems:  # the call under test is not known: it decides nothing, so the test cannot pass
         return TestOutcome(policy_id, test.name, False, "the call's arguments are not constants"), problems
     entry = policy.match(test.call.tool)
     step = Step(id="test", call=test.call, risk=test.risk)
     # The arguments are the plan's kind of constants: they fit the tool's `args` as `check` types a
-    # step's (`"1h"` is no `duration`, `5` no `uint`), and a misfit is refused before any rule, as at
-    # run time; the rules then see them as the runtime would hold them (900 for a `double` is 900.0).
-    misfits = argument_problems(test.call.tool, entry, args)
+    # step's (`"1h"` is no `duration`, `5` no `uint`); the rules then see them as the runtime would
+    # hold them (900 for a `double` is 900.0).
+    refused = refusal_before_rules(policy, test.call.tool, entry, args)
+    refusal = "; ".join(unsendable) or (str(refused) if refused is not None else None)
     args = typed_arguments(entry, args)
-    facts = StepFacts(step=step, entry=entry, declared_risk=test.risk.level if test.risk is not None else None,
-                      effective_risk=effective_risk(step, entry), args=args)
-    activation = rule_activation(facts, Plan(id=policy_id))
-    decision = evaluator_for(policy).decide_call(activation)
-    unknown_denied = entry is None and policy.unknown_tools == "deny"
-    refused = unknown_denied or bool(misfits)
-    denies = [rule.name for rule in decision.denied_by]
-    warns = [rule.name for rule in decision.warned_by]
-    kinds = sorted({requirement.kind for requirement in decision.requirements})
-    decided = _describe(denies, warns, kinds, unknown_denied, misfits)
+    denies: list[str] = []
+    warns: list[str] = []
+    kinds: list[str] = []
+    errors: list[tuple[str, str]] = []
+    if not refusal:  # else refused before any rule, as at run time
+        facts = StepFacts(step=step, entry=entry, declared_risk=test.risk.level if test.risk is not None else None,
+                          effective_risk=effective_risk(step, entry), args=args)
+        decision = evaluator_for(policy).decide_call(rule_activation(facts, Plan(id=policy_id)))
+        denies = [rule.name for rule in decision.denied_by]
+        warns = [rule.name for rule in decision.warned_by]
+        kinds = sorted({requirement.kind for requirement in decision.requirements})
+        errors = decision.errors
+    refused = bool(refusal)
+    decided = _describe(denies, warns, kinds, refusal)
     rule_names = [rule.name for rule in policy.rules]
     passed = True
     for expect in test.expects:
@@ -151,18 +163,15 @@ def run_test(policy: CompiledPolicy, policy_id: str, test: PolicyTest) -> tuple[
             "policy-test-failed", expect.span,
             f"test `{test.name}` expects `{wanted}`, but the policy decides: {decided}",
             labels=[Label(test.call.span, "the call under test")],
-            notes=[f"{name}: {message}" for name, message in decision.errors],
+            notes=[f"{name}: {message}" for name, message in errors],
             help=help_text))
     return TestOutcome(policy_id, test.name, passed, decided), problems
 
 
-def _describe(denies: list[str], warns: list[str], kinds: list[str], unknown_denied: bool,
-              misfits: list[str]) -> str:
+def _describe(denies: list[str], warns: list[str], kinds: list[str], refusal: str | None) -> str:
     parts = []
-    if unknown_denied:
-        parts.append("deny (the tool is not in the catalogue)")
-    if misfits:
-        parts.append("deny (the call does not fit its tool's `args`: " + "; ".join(misfits) + ")")
+    if refusal:
+        parts.append(f"deny ({refusal})")
     if denies:
         parts.append("deny by " + ", ".join(f"`{name}`" for name in denies))
     if not parts:

@@ -56,6 +56,45 @@ def plain(value: Any) -> Any:
     return value
 
 
+def call_value(value: Any) -> Any:
+    """A CEL value as a tool receives it (`plain`), or a `CelError` when it has no JSON form: a
+    map key that is not a string (`{1: "a"}` would reach the tool as `{"1": "a"}` and collide with
+    a `"1"` key), a NaN or an infinity (the call could not be journaled, so it is not made)."""
+    from plangate.cel.evaluate import CelError
+
+    if isinstance(value, CelError):
+        return value
+    key = _non_string_key(value)
+    if key is not None:
+        try:
+            shown = canonical_json(plain(key))
+        except (TypeError, ValueError):  # a NaN key
+            shown = repr(key)
+        return CelError(f"a map passed to a tool must have string keys (the tool is given JSON), "
+                        f"but one key is `{shown}`")
+    given = plain(value)
+    try:
+        canonical_json(given)
+    except (TypeError, ValueError) as error:
+        return CelError(f"the value cannot be passed to a tool: {error}")
+    return given
+
+
+def _non_string_key(value: Any) -> Any:
+    """A key of a map inside `value` that is not a string, or None."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, dict):
+            for key, inner in item.items():
+                if not isinstance(key, str):
+                    return key
+                pending.append(inner)
+        elif isinstance(item, (list, tuple)):
+            pending.extend(item)
+    return None
+
+
 def key_text(value: Any) -> str:
     """The idempotency key a value of a plan's `idempotency` names: a string as it is, any other
     value the canonical JSON text of its `plain` form (`5` and `"5"` name one key). Raises as

@@ -91,9 +91,9 @@ from plangate.driver import CheckResult, as_sources, check_sources  # before pla
 from plangate.ir.nodes import Plan, Risk, Step, ToolCall
 from plangate.policy.compiled import CatalogueEntry, CompiledPolicy, format_seconds
 from plangate.policy.decide import evaluator_for
-from plangate.checks.catalogue import argument_problems, typed_arguments, values_outside_cel
+from plangate.checks.catalogue import refusal_before_rules, typed_arguments
 from plangate.policy.facts import StepFacts, effective_risk, rule_activation
-from plangate.runtime.canonical import canonical_json, content_hash, key_text, plain, undecodable
+from plangate.runtime.canonical import call_value, canonical_json, content_hash, key_text, plain, undecodable
 from plangate.runtime.canonical_plan import canonical, plan_hash
 from plangate.runtime.errors import RunError
 from plangate.runtime.journal import Journal, Record, StaleHead
@@ -697,16 +697,11 @@ class Runtime:
         requirements it makes of it. A deny, warn or rule error is journaled as a `decision`."""
         assert step.call is not None
         entry = view.policy.match(step.call.tool)
-        if entry is None and view.policy.unknown_tools == "deny":
-            return f"`{step.call.tool}` is not in the policy's catalogue", []
         args = arguments.plain
         typed = arguments.for_rules(entry)
-        misfits = argument_problems(step.call.tool, entry, typed)
-        if misfits:  # the rules were written for arguments of the declared types
-            return "the call does not fit its tool's `args`: " + "; ".join(misfits), []
-        outside = values_outside_cel(typed)
-        if outside:  # no rule could see it as it is: one would err (and not fire) where it must decide
-            return "the rules cannot see the call's arguments: " + "; ".join(outside), []
+        refused = refusal_before_rules(view.policy, step.call.tool, entry, typed)
+        if refused is not None:
+            return str(refused), []
         facts = StepFacts(step=step, entry=entry, declared_risk=step.risk.level if step.risk else None,
                           effective_risk=effective_risk(step, entry), args=typed)
         decision = evaluator_for(view.policy).decide_call(rule_activation(facts, view.plan))
@@ -955,13 +950,16 @@ class Runtime:
                 "plan_version": view.plan_version}
 
     def _exact_arguments(self, view: RunView, step: Step) -> Arguments:
-        predecessors = _predecessors(view.plan, step)
-        unfinished = [name for name, kind in predecessors.items()
-                      if kind == "reference" and view.states.get(name) != "succeeded"]
+        """The call's arguments as they would be now; refused while one reads the result of a step
+        that has not succeeded (a `when`, `idempotency` or `expect` reading one does not change the
+        call an approval binds to)."""
+        read = {name: None for argument in step.call.args  # type: ignore[union-attr]
+                for name, _span in cel.step_references(argument.value)}
+        unfinished = [name for name in read if view.states.get(name) != "succeeded"]
         if unfinished:
             raise RunError(f"step `{step.id}` cannot be approved yet: its call uses the result of "
                                 + ", ".join(f"`{n}`" for n in unfinished) + ", which has not succeeded")
-        scope = {name: {"result": view.results.get(name)} for name in predecessors}
+        scope = {name: {"result": view.results.get(name)} for name in read}
         arguments = _concrete_args(step.call, scope)
         if isinstance(arguments, tuple):
             raise RunError(f"argument `{arguments[0]}` of step `{step.id}`: {arguments[1].message}")
@@ -1840,7 +1838,7 @@ def _concrete_args(call: ToolCall, scope: dict[str, Any]) -> Arguments | tuple[s
     computed: dict[str, Any] = {}
     for argument in call.args:
         value = compile_expr(argument.value)(scope)
-        passed = _call_value(value)
+        passed = call_value(value)
         if isinstance(passed, CelError):
             return argument.name, passed
         plain[argument.name] = passed
@@ -1892,39 +1890,6 @@ def _external_ref(result: Any) -> Any:
 def _evidence_value(value: Any) -> Any:
     text = canonical_json(value) if value is not None else "null"
     return value if len(text) <= 4096 else text[:4096] + "…"
-
-
-def _call_value(value: Any) -> Any:
-    """An argument's value as its tool receives it, or a `CelError` when it has no JSON form (a NaN
-    or an infinity: the call could not be journaled, so it is not made)."""
-    if isinstance(value, CelError):
-        return value
-    key = _non_string_key(value)
-    if key is not None:
-        return CelError(f"a map passed to a tool must have string keys (the tool is given JSON), "
-                        f"but one key is `{_show(key)}`")
-    given = plain(value)
-    try:
-        canonical_json(given)
-    except (TypeError, ValueError) as error:
-        return CelError(f"the value cannot be passed to a tool: {error}")
-    return given
-
-
-def _non_string_key(value: Any) -> Any:
-    """A key of a map inside `value` that is not a string (JSON has none: `{1: "a"}` would reach the
-    tool as `{"1": "a"}` and collide with a `"1"` key), or None."""
-    pending = [value]
-    while pending:
-        item = pending.pop()
-        if isinstance(item, dict):
-            for key, inner in item.items():
-                if not isinstance(key, str):
-                    return key
-                pending.append(inner)
-        elif isinstance(item, (list, tuple)):
-            pending.extend(item)
-    return None
 
 
 def _show(value: Any) -> str:
