@@ -280,6 +280,15 @@ def test_paths_may_come_from_a_generator_and_are_all_read(tmp_path):
         check([plan], 3)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("text", ["policy q { tool a.b { risk nope } }", "policy q { tool a.b { risk read_only } limit foo <= 3 }"])
+def test_compile_policy_gives_no_policy_when_a_file_has_an_error(tmp_path, text):
+    """As documented: None when any policy has an error, not only when one does not parse."""
+    path = tmp_path / "q.policy"
+    path.write_text(text)
+    compiled, result = compile_policy([path])
+    assert compiled is None and result.errors and result.exit_code() == 1
+
+
 def test_a_retried_write_requires_an_idempotency_key_as_check_says():
     gate = Gate.from_sources([("p.policy", "policy p { tool t.w { risk reversible_write } tool t.r { risk read_only } }")])
     assert gate.decide("t.w", {}, retry=2).requires == ["idempotency"]

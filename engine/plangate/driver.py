@@ -336,9 +336,10 @@ def _check_sources(plan_sources: Sequence[SourceFile], policy_sources: Sequence[
 
 
 def compile_policy(paths: Sequence[str | os.PathLike[str]]) -> tuple[CompiledPolicy | None, CheckResult]:
-    """Compile policy files for the runtime; the result carries any diagnostics."""
+    """Compile policy files for the runtime: the compiled policy, None when any file has an error
+    (as `plangate run` and the gate refuse such policies); the result carries the diagnostics."""
     result = check([], paths)
-    return result.policy, result
+    return (result.policy if not result.errors else None), result
 
 
 def _parse(source: SourceFile, diagnostics: list[Diagnostic]) -> Document | None:
