@@ -1859,6 +1859,29 @@ def test_a_check_whose_call_does_not_fit_its_tool_writes_evidence_that_it_was_no
         "`t.read`: the call does not fit its tool: argument `key` of t.read must be str, not int 7 (not made)")
 
 
+@pytest.mark.parametrize("reads", ['when r.result.value == "go"', 'idempotency "n-" + r.result.value',
+                                   'expect r.result.value == "go"'])
+def test_a_call_of_constants_may_be_approved_before_the_steps_its_other_clauses_read(box, reads):
+    """An approval binds to the call (tool and arguments): a `when`, `idempotency` or `expect`
+    that reads an unfinished step's result does not change it, so it may be approved ahead."""
+    toolbox, runtime = box
+    toolbox.values["r"] = "go"
+    key = "" if "idempotency" in reads else 'idempotency "n"'
+    run = start_plan(runtime, f"""
+  step gate {{ call t.send(to: "first") idempotency "g" approval by role "operator" }}
+  step r after gate {{ call t.read(key: "r") }}
+  step n after r {{ call t.send(to: "ops") {key} {reads} approval by role "operator" }}
+  step m after r {{ call t.send(to: r.result.value) idempotency "m" approval by role "operator" }}
+""")
+    assert runtime.advance(run).steps["gate"]["state"] == "waiting_for_approval"
+    runtime.approve(run, "n", "alice", "operator")  # its call is known: `send(to: "ops")`
+    with pytest.raises(RunError, match="step `m` cannot be approved yet: its call uses the result of `r`"):
+        runtime.approve(run, "m", "alice", "operator")
+    runtime.approve(run, "gate", "alice", "operator")
+    report = runtime.advance(run)
+    assert report.steps["n"]["state"] == "succeeded" and report.steps["m"]["state"] == "waiting_for_approval"
+
+
 def test_a_call_made_again_after_it_did_not_happen_is_counted_and_charged_again(box):
     """The first call may have reached the tool (a timeout, a process that died inside it): the
     run-time budget bounds the calls made, so a re-call after `--not-happened` counts, and a run
