@@ -289,6 +289,21 @@ def test_compile_policy_gives_no_policy_when_a_file_has_an_error(tmp_path, text)
     assert compiled is None and result.errors and result.exit_code() == 1
 
 
+def test_a_call_refused_before_the_rules_lists_every_problem_and_asks_no_rule():
+    gate = Gate.from_sources([("p.policy", """policy p { tool t.w { risk reversible_write args { n: int } }
+        limit retries <= 1
+        deny "big" when args.n > 5 }""")])
+    decision = gate.decide("t.w", {"n": 9.5}, kind="check", retry=3)
+    assert not decision.allowed and decision.denied_by == [] and decision.errors == []
+    assert decision.reasons == ["argument `n` of `t.w` must be `int`, but it is the double `9.5`",
+                                "a check only observes, and `t.w` is `reversible_write`",
+                                "3 retries are over `limit retries <= 1`"]
+    unknown = gate.decide("t.zz", {"n": float("nan")})
+    assert [reason.split(":")[0] for reason in unknown.reasons] == [
+        "the arguments have no JSON form", "`t.zz` is not in the policy's catalogue"]
+    assert gate.decide("t.w", {"n": 9}).denied_by == ["big"]  # a call that fits: the rules decide
+
+
 def test_a_retried_write_requires_an_idempotency_key_as_check_says():
     gate = Gate.from_sources([("p.policy", "policy p { tool t.w { risk reversible_write } tool t.r { risk read_only } }")])
     assert gate.decide("t.w", {}, retry=2).requires == ["idempotency"]

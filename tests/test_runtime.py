@@ -1472,12 +1472,10 @@ def test_a_rollback_that_does_not_fit_its_tool_is_not_made_nor_counted(box):
     assert runtime.view(run).calls == 1 and [call[1] for call in toolbox.calls] == ["a"]
 
 
-def test_a_rollback_with_no_answer_within_its_tools_time_cap_is_an_unknown_outcome(tmp_path, monkeypatch):
-    """A rollback is bounded as a call is: by its tool's `time <=` cap. Past it the abort does not
-    hang: the rollback may have happened, so the run stays `aborting` until the rollback tool's
-    reconcile hook (asked only once the call has returned) or an operator settles it."""
-    monkeypatch.delenv("PLANGATE_FAULT", raising=False)
-    release, undone = threading.Event(), []
+def slow_rollbacks(release: threading.Event, undone: list[str], hook_wait: float = 0) -> ToolRegistry:
+    """`t.write`, `t.send`, and `t.undo`, which answers once `release` is set (within 10 s), noting
+    each key it was called with in `undone`; its reconcile hook (after waiting `hook_wait` seconds)
+    says a rollback happened when `t.undo` has returned for its key."""
 
     @tool("t.write")
     def write(name: str, idempotency_key: str) -> dict:
@@ -1493,16 +1491,32 @@ def test_a_rollback_with_no_answer_within_its_tools_time_cap_is_an_unknown_outco
     def send(to: str, idempotency_key: str) -> dict:
         return {"to": to}
 
-    undo.reconcile(lambda idempotency_key: {"undone": "a"} if idempotency_key in undone else None)
+    def reconcile(idempotency_key: str) -> dict | None:
+        time.sleep(hook_wait)
+        return {"undone": "a"} if idempotency_key in undone else None
+
+    undo.reconcile(reconcile)
     registry = ToolRegistry()
     for each in (write, undo, send):
         registry.register(each)
-    policy = TEST_POLICY.replace("tool t.send", "tool t.undo  { risk reversible_write time <= 1s }\n  tool t.send")
-    with runtime_at(tmp_path / "journal.db", registry) as runtime:
-        run = runtime.start(plan_text("""
+    return registry
+
+
+SLOW_UNDO_POLICY = TEST_POLICY.replace("tool t.send", "tool t.undo  { risk reversible_write time <= 1s }\n  tool t.send")
+SLOW_UNDO_PLAN = plan_text("""
   step a { call t.write(name: "a") risk reversible_write idempotency "a" rollback t.undo(name: "a") }
   step n after a { call t.send(to: "ops") idempotency "n" approval by role "operator" }
-"""), "t.plan", [("t.policy", policy)])
+""")
+
+
+def test_a_rollback_with_no_answer_within_its_tools_time_cap_is_an_unknown_outcome(tmp_path, monkeypatch):
+    """A rollback is bounded as a call is: by its tool's `time <=` cap. Past it the abort does not
+    hang: the rollback may have happened, so the run stays `aborting` until the rollback tool's
+    reconcile hook (asked only once the call has returned) or an operator settles it."""
+    monkeypatch.delenv("PLANGATE_FAULT", raising=False)
+    release, undone = threading.Event(), []
+    with runtime_at(tmp_path / "journal.db", slow_rollbacks(release, undone)) as runtime:
+        run = runtime.start(SLOW_UNDO_PLAN, "t.plan", [("t.policy", SLOW_UNDO_POLICY)])
         assert runtime.advance(run).steps["n"]["state"] == "waiting_for_approval"
         started = time.monotonic()
         report = runtime.abort(run, rollback=True)
@@ -1520,6 +1534,54 @@ def test_a_rollback_with_no_answer_within_its_tools_time_cap_is_an_unknown_outco
         report = runtime.abort(run, rollback=True)  # returned: the hook says it happened
     assert report.state == "aborted" and report.steps["a"]["state"] == "compensated"
     assert undone == [f"{run}:a:rollback"]
+
+
+def test_a_rollback_interrupted_while_waited_for_stays_on_the_books(tmp_path, monkeypatch):
+    """Ctrl-C while waiting for a rollback leaves its call running: it is held as a timed-out call
+    is, so an abort asked again in the same process neither settles nor repeats it."""
+    import signal
+
+    monkeypatch.delenv("PLANGATE_FAULT", raising=False)
+    release, undone = threading.Event(), []
+    policy = SLOW_UNDO_POLICY.replace("time <= 1s", "time <= 30s")
+    with runtime_at(tmp_path / "journal.db", slow_rollbacks(release, undone)) as runtime:
+        run = runtime.start(SLOW_UNDO_PLAN, "t.plan", [("t.policy", policy)])
+        runtime.advance(run)
+        main = threading.main_thread().ident
+        threading.Timer(0.5, lambda: signal.pthread_kill(main, signal.SIGINT)).start()  # Ctrl-C
+        with pytest.raises(KeyboardInterrupt):
+            runtime.abort(run, rollback=True)
+        assert [step for step, _ in runtime._abandoned(run).values()] == ["a"]
+        assert runtime.abort(run, rollback=True).state == "aborting"
+        release.set()
+        deadline = time.monotonic() + 10
+        while runtime._abandoned(run) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert runtime.abort(run, rollback=True).state == "aborted"
+    assert undone == [f"{run}:a:rollback"]  # made once
+
+
+def test_a_rollback_tools_reconcile_hook_is_bounded_by_that_tools_time_cap(tmp_path, monkeypatch):
+    """Later (another process), the rollback's unknown outcome is put to the rollback tool's hook,
+    which must answer within that tool's cap, or the outcome stays unknown (the step's own call
+    has no bound at all: the hook was once waited for as long as it took)."""
+    monkeypatch.delenv("PLANGATE_FAULT", raising=False)
+    release, undone = threading.Event(), []
+    journal = tmp_path / "journal.db"
+    with runtime_at(journal, slow_rollbacks(release, undone)) as runtime:
+        run = runtime.start(SLOW_UNDO_PLAN, "t.plan", [("t.policy", SLOW_UNDO_POLICY)])
+        runtime.advance(run)
+        assert runtime.abort(run, rollback=True).state == "aborting"
+        release.set()
+        deadline = time.monotonic() + 10
+        while runtime._abandoned(run) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    with runtime_at(journal, slow_rollbacks(threading.Event(), [], hook_wait=5)) as other:  # another process
+        started = time.monotonic()
+        report = other.abort(run, rollback=True)
+    assert time.monotonic() - started < 4
+    assert report.state == "aborting" and "the reconcile hook failed: it gave no answer within 1s" \
+        in report.steps["a"]["reason"]
 
 
 def test_abort_with_rollback_refuses_without_the_rollback_tools(tmp_path, demo):

@@ -160,18 +160,17 @@ class Gate:
             canonical_json(dict(args or {}))
         except (TypeError, ValueError, RecursionError) as error:  # NaN, a set…: a tool could never be given it
             decision.reasons.append(f"the arguments have no JSON form: {error}")
-        else:
-            refused = refusal_before_rules(self.policy, tool, entry, arguments)
-            if refused is not None:
-                decision.reasons.extend(refused.problems)
-        if decision.reasons:  # refused before any rule, as at run time: no rule is asked
-            decision.allowed = False
-            return decision
+        refused = refusal_before_rules(self.policy, tool, entry, arguments)
+        if refused is not None:
+            decision.reasons.extend(refused.problems)
         if kind == "check" and level > Risk.read_only:
             decision.reasons.append(f"a check only observes, and `{tool}` is `{level.name}`")
         retries = self.policy.limit("retries")
         if retries is not None and retries.count is not None and retry > retries.count:
             decision.reasons.append(f"{retry} retries are over `limit retries <= {retries.count}`")
+        if decision.reasons:  # refused before any rule, as the runtime refuses such a call: no rule is asked
+            decision.allowed = False
+            return decision
         facts = StepFacts(step=facts_step, entry=entry, declared_risk=declared, effective_risk=level, args=arguments)
         outcome = evaluator_for(self.policy).decide_call(
             rule_activation(facts, Plan.model_construct(id=plan, version=plan_version)))

@@ -1087,8 +1087,8 @@ class Runtime:
             self._reconcile_unknown(view, only=unsettled)
         for step_id in view.to_roll_back:
             view = self.view(run)  # fresh: the budgets count the rollbacks made so far
-            if step_id in self._unsettled(view):
-                break  # the last completed first: what came before it waits until it is settled
+            if step_id in self._unsettled(view) or view.rollback_intents:
+                break  # the last completed first: what came before it waits until it (or its rollback) is settled
             step = _step_as_made(view, step_id)
             if (step is not None and view.states.get(step_id) == "succeeded" and step_id not in view.rolled_back
                     and step_id not in view.rollback_intents):
@@ -1107,7 +1107,7 @@ class Runtime:
         tool = self.tools.get(intent["tool"])
         if tool is None or tool.reconcile_hook is None:
             return
-        outcome = invoke_reconcile(tool, key, _answer_within(view.policy, _step(view.plan, step_id)))
+        outcome = invoke_reconcile(tool, key, _rollback_within(view.policy, intent["tool"]))
         if not outcome.ok:
             self.journal.append(view.run, "outcome_unknown", {
                 "idempotency_key": key, "rollback": True,
@@ -1165,7 +1165,7 @@ class Runtime:
                                                  "attempt": view.rollback_calls.get(step.id, {}).get("attempt", 0) + 1,
                                                  "rollback": True}, step=step.id)
         self.fault(step.id, "rollback_after_intent")
-        within = _answer_within(view.policy, undo)
+        within = _rollback_within(view.policy, tool_name)
         outcome = invoke(tool, kwargs) if within is None else self._invoke_within(view.run, step.id, tool, kwargs, within)
         if outcome is None:  # no answer in time: it may still happen, so it is settled as any unknown outcome
             self.journal.append(view.run, "outcome_unknown", {
@@ -1204,6 +1204,10 @@ class Runtime:
         except FuturesTimeout:
             self._abandon(run, step_id, future, math.ceil(within[0]))
             return None
+        except BaseException:  # interrupted while waiting (Ctrl-C): the call still runs, so on the books
+            if not future.done():
+                self._abandon(run, step_id, future, math.ceil(within[0]))
+            raise
 
     # ------------------------------------------------------------------ reporting
     def report(self, run: str, view: RunView, reason: str | None = None, record: bool = True) -> RunReport:
@@ -1279,6 +1283,14 @@ def _time_bound(policy: CompiledPolicy, step: Step) -> int:
         return step.time.seconds
     entry = policy.match(step.call.tool) if step.call is not None else None
     return entry.time_cap if entry is not None and entry.time_cap is not None else 0
+
+
+def _rollback_within(policy: CompiledPolicy, tool: str) -> tuple[float, str] | None:
+    """How long a rollback by `tool` (and that tool's reconcile hook, asked about it) may take: the
+    tool's `time <=` cap, in seconds and as written; None without one (waited for)."""
+    entry = policy.match(tool)
+    seconds = entry.time_cap if entry is not None and entry.time_cap is not None else 0
+    return (float(seconds), f"{format_seconds(seconds)} (the time cap of its tool)") if seconds else None
 
 
 def _as_rollback(step: Step) -> Step:
