@@ -14,7 +14,7 @@ evaluator, catalogue and argument check as `plangate check` and the runtime:
 2. where the entry declares `args`, every argument must be declared, every required one given, and
    each value of its type (`arg-type`): a call that does not fit is refused, and so is one with no
    JSON form or with values the rules could not see — before any rule, as at run time (no rule is
-   asked, so `denied_by`, warnings, requirements and approvals stay empty);
+   asked, so `denied_by`, `errors`, requirements and approvals stay empty);
 3. the step's risk is the higher of the one the caller declares and the catalogue's (neither:
    `irreversible`), and the rules see `step`, `call`, `args`, `plan` and the risk constants exactly
    as in a plan; every deny rule that fires refuses the call (a rule whose condition fails to

@@ -4,11 +4,12 @@ Each policy's tests run against that policy compiled on its own. A test's call i
 as the runtime decides a call: the step's risk is the higher of the test's `risk` (if any) and the
 catalogue's; the arguments must be constants. A call whose arguments do not fit its tool's `args`
 is denied before any rule, as the runtime denies it, and so is a call no tool could be given (a
-NaN, a map key that is not a string) and an unmatched tool when the policy says
-`unknown_tools deny` (the default): no rule is asked (`catalogue.refusal_before_rules`). Expectations: `allow` (no deny fires), `deny` (some deny
-fires), `deny "r"` (deny rule `r` fires), `warn "r"`, `require K` (a requirement of kind K
-applies); every expectation of a test must hold. A failed test is a `policy-test-failed`
-diagnostic at the test, saying what was expected and what the policy decided.
+NaN, a map key that is not a string) and an unmatched tool when the policy says `unknown_tools
+deny` (the default): no rule is asked (`catalogue.refusal_before_rules`). Expectations: `allow`
+(no deny fires), `deny` (some deny fires), `deny "r"` (deny rule `r` fires), `warn "r"`,
+`require K` (a requirement of kind K applies); every expectation of a test must hold. A failed
+test is a `policy-test-failed` diagnostic at the test, saying what was expected and what the
+policy decided.
 """
 
 from __future__ import annotations
@@ -121,8 +122,8 @@ def run_test(policy: CompiledPolicy, policy_id: str, test: PolicyTest) -> tuple[
     # The arguments are the plan's kind of constants: they fit the tool's `args` as `check` types a
     # step's (`"1h"` is no `duration`, `5` no `uint`); the rules then see them as the runtime would
     # hold them (900 for a `double` is 900.0).
-    refused = refusal_before_rules(policy, test.call.tool, entry, args)
-    refusal = "; ".join(unsendable) or (str(refused) if refused is not None else None)
+    before_rules = refusal_before_rules(policy, test.call.tool, entry, args)
+    refusal = "; ".join(unsendable) or (str(before_rules) if before_rules is not None else None)
     args = typed_arguments(entry, args)
     denies: list[str] = []
     warns: list[str] = []

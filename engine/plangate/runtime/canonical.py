@@ -1,4 +1,5 @@
-"""Canonical JSON and content hashes.
+"""Canonical JSON and content hashes; values as a tool receives them (`plain`, `call_value`) and
+the idempotency key a value names (`key_text`).
 
 `canonical_json(value)` writes one text for one value, whatever order its dicts were built in, so
 that plan hashes, policy hashes, journal bodies and the argument hash an approval binds to compare
