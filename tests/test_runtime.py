@@ -710,6 +710,53 @@ def test_a_step_held_back_by_one_version_and_dropped_by_the_next_is_kept_and_rol
     assert [call[1] for call in toolbox.calls if call[0] == "t.write"] == ["w-7", "undo-w-7"]
 
 
+def test_a_step_held_back_by_one_version_and_changed_by_the_next_keeps_its_effect_apart(box):
+    """The held-back step's effect is completed work: when the next version changes its call, the
+    effect is listed apart (`w@1`) and undone by an abort, as a changed completed step's is."""
+    toolbox, runtime = box
+    body = """
+  step g { call t.read(key: "%s") }
+  step w { call t.write(name: "%s" + string(g.result.value)) risk reversible_write idempotency "w-%s"
+           rollback t.write(name: "undo-" + result.name) }
+  step n { call t.send(to: "ops") idempotency "n" approval by role "operator" }
+"""
+    toolbox.values["g1"] = 7
+    run = start_plan(runtime, body % ("g1", "w-", "1"))
+    assert runtime.advance(run).steps["n"]["state"] == "waiting_for_approval"
+    runtime.new_version(run, plan_text(body % ("g2", "w-", "1"), version=2), "t.plan")  # `w` held back
+    assert "w" in runtime.view(run).recheck
+    runtime.new_version(run, plan_text(body % ("g2", "v-", "3"), version=3), "t.plan")  # and its call changed
+    view = runtime.view(run)
+    assert view.states.get("w@1") == "succeeded" and "w" not in view.states
+    report = runtime.abort(run, rollback=True)
+    assert report.steps["w@1"]["state"] == "compensated"
+    assert [call[1] for call in toolbox.calls if call[0] == "t.write"] == ["w-7", "undo-w-7"]
+
+
+def test_a_held_back_step_after_a_step_that_failed_under_the_new_version_lets_nothing_after_it_run(box):
+    """In `a` → `check ca` → `b` → `n`, a new call of `a` that `ca` finds wrong must not let `n` run
+    on the strength of `b`, which ran on the old one: `b`'s effect stands apart, `b` and `n` are
+    cancelled, as in a fresh run of the same version."""
+    toolbox, runtime = box
+    toolbox.values["a-one"], toolbox.values["a-two"] = "ok", "bad"
+    body = """
+  step a { call t.read(key: "%s") }
+  check ca after a { call t.read(key: "c") expect a.result.value == "ok" }
+  step b after ca { call t.write(name: "b") risk reversible_write idempotency "b" rollback t.write(name: "undo-b") }
+  step n after b { call t.send(to: "ops") idempotency "n" approval by role "operator" }
+"""
+    run = start_plan(runtime, body % "a-one")
+    assert runtime.advance(run).steps["n"]["state"] == "waiting_for_approval"
+    runtime.new_version(run, plan_text(body % "a-two", version=2), "t.plan")
+    report = runtime.advance(run)
+    assert report.steps["ca"]["state"] == "failed"
+    assert report.steps["b"]["state"] == "cancelled" and report.steps["n"]["state"] == "cancelled"
+    assert report.steps["b@1"]["state"] == "succeeded" and report.state == "failed"
+    with pytest.raises(RunError):
+        runtime.approve(run, "n", "alice", "operator")
+    assert [call[1] for call in toolbox.calls if call[0] != "t.read"] == ["b"]
+
+
 def test_a_step_that_comes_back_after_what_it_reads_ran_again_is_computed_anew(box):
     toolbox, runtime = box
     body = """

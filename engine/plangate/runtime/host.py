@@ -669,9 +669,12 @@ class Runtime:
         """A completed step held back by a new plan version, once every step before it is finished:
         its call, computed from the new results, is compared with the call it made. The same call
         keeps the step and its result; another forgets it, so it runs afresh (fresh attempts,
-        approvals of the new call). Where the new version would not call it at all (a step before
-        it did not succeed, or was skipped; its `when` no longer holds; an argument fails), its
-        effect stands and it is kept. A `check` step whose evidence is about a step that has run
+        approvals of the new call). Where a step before it did not succeed (failed, blocked,
+        cancelled), it is not kept either: its effect stands apart (as a changed call's), and the
+        step is then cancelled as any step after such a step is — nothing after it may run on the
+        strength of the old run. Where the new version would not call it for another reason (a step
+        before it was skipped; its `when` no longer holds; an argument fails), its effect stands and
+        it is kept. A `check` step whose evidence is about a step that has run
         again since (its result is newer, or it has none: it failed, was blocked or skipped) is not
         kept: it is decided afresh, so it verifies the new call, or is cancelled or skipped as any
         step after such a step is."""
@@ -680,13 +683,14 @@ class Runtime:
         verified_at = view.completed_at.get(step.id, 0)  # a predecessor run again has no result yet, or a newer one
         outdated = step.kind == "check" and any(view.completed_at.get(name, verified_at + 1) > verified_at
                                                 for name in predecessors)
+        after_failure = any(view.states.get(name) in BAD for name in predecessors)
         scope = {name: {"result": view.results.get(name)} for name in predecessors}
         called = all(view.states.get(name) == "succeeded" or (kind == "after" and view.states.get(name) == "skipped")
                      for name, kind in predecessors.items()) \
             and (step.when is None or compile_expr(step.when)(scope) is True)
         arguments = _concrete_args(step.call, scope) if called else None
         args_hash = content_hash(arguments.plain) if isinstance(arguments, Arguments) else None
-        kept = not outdated and (
+        kept = not outdated and not after_failure and (
             args_hash is None or (made.get("tool") == step.call.tool and made.get("args_hash") == args_hash))
         _fold(view, self.journal.append(view.run, "recheck", {"kept": kept, "args_hash": args_hash}, step=step.id))
         return "changed"
@@ -1592,9 +1596,9 @@ def _revise(view: RunView, step_id: str, old: Step | None, new: Step | None) -> 
             if new is None and made_under is not None:
                 view.dropped[step_id] = made_under  # if the call happened, it can be undone
         return
-    held = view.recheck.pop(step_id, None) if new is None else None
-    if held is not None:  # held back until its call is computed again, and now dropped: kept as it was
-        view.states[step_id] = held[0]
+    held = view.recheck.pop(step_id, None) if new is None or changed else None
+    if held is not None:  # held back until its call is computed again, and now dropped or changed: its
+        view.states[step_id] = held[0]  # effect is completed work, kept as a dropped or changed step's is
         if held[1] is not None:
             view.reasons[step_id] = held[1]
     state = view.states.get(step_id)
