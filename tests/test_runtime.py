@@ -725,6 +725,8 @@ def test_a_step_held_back_by_one_version_and_changed_by_the_next_keeps_its_effec
     assert runtime.advance(run).steps["n"]["state"] == "waiting_for_approval"
     runtime.new_version(run, plan_text(body % ("g2", "w-", "1"), version=2), "t.plan")  # `w` held back
     assert "w" in runtime.view(run).recheck
+    held = runtime.report(run, runtime.view(run), record=False).steps["w"]
+    assert held["state"] == "ready" and held["attempts"] == 1 and held["reason"].startswith("held back: it ran under")
     runtime.new_version(run, plan_text(body % ("g2", "v-", "3"), version=3), "t.plan")  # and its call changed
     view = runtime.view(run)
     assert view.states.get("w@1") == "succeeded" and "w" not in view.states

@@ -102,6 +102,8 @@ from plangate.runtime.tools import Outcome, ToolRegistry, bind, invoke, invoke_r
 from plangate.source import SourceFile
 
 DEFAULT_APPROVAL_SECONDS = 24 * 3600  # how long an approval lasts when neither plan nor policy says
+_HELD_BACK = ("held back: it ran under an earlier plan version, and its call is computed again (and kept if "
+              "the same) once the steps before it are done")
 _NOT_CALLED = frozenset({None, "ready", "waiting_for_approval"})  # states of a step whose call is still to make
 FINISHED = frozenset({"succeeded", "skipped", "failed", "blocked", "cancelled", "compensated"})
 ENDED = frozenset({"aborted", "succeeded", "failed"})  # run states after which nothing runs
@@ -1218,7 +1220,8 @@ class Runtime:
         ids = [step.id for step in view.plan.steps]
         ids += sorted(set(view.states) - set(ids))  # dropped by a new version, with an unknown or settled outcome
         steps = {step_id: {"state": view.states.get(step_id, "ready"), "attempts": view.attempts.get(step_id, 0),
-                           "reason": view.reasons.get(step_id)} for step_id in ids}
+                           "reason": view.reasons.get(step_id) or (_HELD_BACK if step_id in view.recheck else None)}
+                 for step_id in ids}
         states = [info["state"] for info in steps.values()]
         waits = reason or "; ".join(f"`{k}`: {v['reason'] or v['state']}" for k, v in steps.items()
                                     if v["state"] in ("waiting_for_approval", "outcome_unknown"))
