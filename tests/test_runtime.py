@@ -688,31 +688,11 @@ def test_a_new_version_that_drops_a_completed_step_keeps_it_and_an_abort_rolls_i
     assert [call[1] for call in toolbox.calls if call[0] == "t.write"] == ["w", "undo-w-7"]
 
 
-def test_a_step_held_back_by_one_version_and_dropped_by_the_next_is_kept_and_rolled_back(box):
-    toolbox, runtime = box
-    body = """
-  step g { call t.read(key: "%s") }
-  step w { call t.write(name: "w-" + string(g.result.value)) risk reversible_write idempotency "w"
-           rollback t.write(name: "undo-" + result.name) }
-  step n { call t.send(to: "ops") idempotency "n" approval by role "operator" }
-"""
-    toolbox.values["g1"] = 7
-    run = start_plan(runtime, body % "g1")
-    assert runtime.advance(run).steps["n"]["state"] == "waiting_for_approval"
-    runtime.new_version(run, plan_text(body % "g2", version=2), "t.plan")  # `g` runs again: `w` is held back
-    assert "w" in runtime.view(run).recheck
-    without_w = body.replace(body[body.index("  step w"):body.index("  step n")], "")
-    runtime.new_version(run, plan_text(without_w % "g2", version=3), "t.plan")  # and then dropped
-    view = runtime.view(run)
-    assert view.states["w"] == "succeeded" and "no longer in the plan" in view.reasons["w"]
-    report = runtime.abort(run, rollback=True)
-    assert report.steps["w"] == {"state": "compensated", "attempts": 1, "reason": "rolled back by `t.write`"}
-    assert [call[1] for call in toolbox.calls if call[0] == "t.write"] == ["w-7", "undo-w-7"]
-
-
-def test_a_step_held_back_by_one_version_and_changed_by_the_next_keeps_its_effect_apart(box):
-    """The held-back step's effect is completed work: when the next version changes its call, the
-    effect is listed apart (`w@1`) and undone by an abort, as a changed completed step's is."""
+@pytest.mark.parametrize("then", ["dropped", "changed"])
+def test_a_step_held_back_by_one_version_then_dropped_or_changed_by_the_next_keeps_its_effect(box, then):
+    """The held-back step's effect is completed work: dropped by the next version, the step is kept
+    ("no longer in the plan"); its call changed, the effect is listed apart (`w@1`). Either way an
+    abort undoes it."""
     toolbox, runtime = box
     body = """
   step g { call t.read(key: "%s") }
@@ -723,15 +703,21 @@ def test_a_step_held_back_by_one_version_and_changed_by_the_next_keeps_its_effec
     toolbox.values["g1"] = 7
     run = start_plan(runtime, body % ("g1", "w-", "1"))
     assert runtime.advance(run).steps["n"]["state"] == "waiting_for_approval"
-    runtime.new_version(run, plan_text(body % ("g2", "w-", "1"), version=2), "t.plan")  # `w` held back
+    runtime.new_version(run, plan_text(body % ("g2", "w-", "1"), version=2), "t.plan")  # `g` runs again: `w` held back
     assert "w" in runtime.view(run).recheck
     held = runtime.report(run, runtime.view(run), record=False).steps["w"]
     assert held["state"] == "ready" and held["attempts"] == 1 and held["reason"].startswith("held back: it ran under")
-    runtime.new_version(run, plan_text(body % ("g2", "v-", "3"), version=3), "t.plan")  # and its call changed
+    if then == "dropped":
+        third = body.replace(body[body.index("  step w"):body.index("  step n")], "") % "g2"
+    else:
+        third = body % ("g2", "v-", "3")
+    runtime.new_version(run, plan_text(third, version=3), "t.plan")
+    kept = "w" if then == "dropped" else "w@1"
     view = runtime.view(run)
-    assert view.states.get("w@1") == "succeeded" and "w" not in view.states
+    assert view.states[kept] == "succeeded" and (then == "dropped") == ("no longer in the plan" in view.reasons[kept])
+    assert then == "dropped" or "w" not in view.states  # the changed step runs afresh, if ever
     report = runtime.abort(run, rollback=True)
-    assert report.steps["w@1"]["state"] == "compensated"
+    assert report.steps[kept] == {"state": "compensated", "attempts": 1, "reason": "rolled back by `t.write`"}
     assert [call[1] for call in toolbox.calls if call[0] == "t.write"] == ["w-7", "undo-w-7"]
 
 
