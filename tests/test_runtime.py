@@ -723,8 +723,8 @@ def test_a_step_held_back_by_one_version_then_dropped_or_changed_by_the_next_kee
 
 def test_a_held_back_step_after_a_step_that_failed_under_the_new_version_lets_nothing_after_it_run(box):
     """In `a` → `check ca` → `b` → `n`, a new call of `a` that `ca` finds wrong must not let `n` run
-    on the strength of `b`, which ran on the old one: `b`'s effect stands apart, `b` and `n` are
-    cancelled, as in a fresh run of the same version."""
+    on the strength of `b`, which ran on the old one: `b` stays held back, `n` waits behind it, and
+    the run fails; an abort then undoes `b`'s effect."""
     toolbox, runtime = box
     toolbox.values["a-one"], toolbox.values["a-two"] = "ok", "bad"
     body = """
@@ -736,13 +736,36 @@ def test_a_held_back_step_after_a_step_that_failed_under_the_new_version_lets_no
     run = start_plan(runtime, body % "a-one")
     assert runtime.advance(run).steps["n"]["state"] == "waiting_for_approval"
     runtime.new_version(run, plan_text(body % "a-two", version=2), "t.plan")
+    runtime.approve(run, "n", "alice", "operator")  # its call is known; it still may not run
     report = runtime.advance(run)
-    assert report.steps["ca"]["state"] == "failed"
-    assert report.steps["b"]["state"] == "cancelled" and report.steps["n"]["state"] == "cancelled"
-    assert report.steps["b@1"]["state"] == "succeeded" and report.state == "failed"
-    with pytest.raises(RunError):
-        runtime.approve(run, "n", "alice", "operator")
+    assert report.steps["ca"]["state"] == "failed" and report.state == "failed"
+    assert report.steps["b"]["reason"].startswith("held back") and report.steps["n"]["state"] == "ready"
     assert [call[1] for call in toolbox.calls if call[0] != "t.read"] == ["b"]
+    assert runtime.abort(run, rollback=True).steps["b"]["state"] == "compensated"
+
+
+def test_a_held_back_step_after_a_blocked_step_is_kept_once_a_later_version_unblocks_it(box):
+    """Held back behind a step the new version blocks, a step is neither decided nor made again:
+    the version after, which lets that step run, has it rechecked, and the same call is kept."""
+    toolbox, runtime = box
+    toolbox.values.update({"g1": 7, "g2": 7})
+    body = """
+  %s
+  step g { call t.read(key: "%s") }
+  step s { call t.send(to: "ops-" + string(g.result.value)) idempotency "s" approval by role "operator" }
+  step n after s { call t.send(to: "last") idempotency "n" approval by role "operator" }
+"""
+    run = start_plan(runtime, body % ('step e { call t.read(key: "e") }', "g1"))
+    runtime.advance(run)
+    runtime.approve(run, "s", "al", "operator")
+    runtime.advance(run)  # sends ops-7
+    runtime.new_version(run, plan_text(body % ("budget { calls <= 3 }", "g2"), version=2), "t.plan")
+    report = runtime.advance(run)  # `g` would be the 4th call: blocked; `s` stays held back
+    assert report.steps["g"]["state"] == "blocked" and report.steps["s"]["reason"].startswith("held back")
+    runtime.new_version(run, plan_text(body % ("", "g2"), version=3), "t.plan")
+    report = runtime.advance(run)  # `g` runs again, reads 7: `s` is the same call, kept
+    assert report.steps["s"]["state"] == "succeeded" and "its call is the same" in report.steps["s"]["reason"]
+    assert [call[1] for call in toolbox.calls if call[0] == "t.send"] == ["ops-7"]
 
 
 def test_a_step_that_comes_back_after_what_it_reads_ran_again_is_computed_anew(box):

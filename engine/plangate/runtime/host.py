@@ -616,9 +616,9 @@ class Runtime:
             return "changed"
         predecessors = _predecessors(plan, step)
         if step_id in view.recheck:  # completed under an earlier version: once what it reads is done
-            if any(view.states.get(name) not in FINISHED for name in predecessors):
-                return None
-            return self._recheck(view, step, predecessors)
+            if any(view.states.get(name) not in FINISHED or view.states.get(name) in BAD for name in predecessors):
+                return None  # after a step that did not succeed it stays held back: nothing after it runs,
+            return self._recheck(view, step, predecessors)  # and a later version may still let it be kept
         for name, kind in predecessors.items():
             other = view.states.get(name)
             if other in BAD:
@@ -668,15 +668,13 @@ class Runtime:
         return intent
 
     def _recheck(self, view: RunView, step: Step, predecessors: dict[str, str]) -> str:
-        """A completed step held back by a new plan version, once every step before it is finished:
-        its call, computed from the new results, is compared with the call it made. The same call
+        """A completed step held back by a new plan version, once every step before it is finished
+        and none failed, was blocked or cancelled (until then it stays held back, so nothing after it
+        runs on the strength of the old run, and a later version may still let it be kept): its
+        call, computed from the new results, is compared with the call it made. The same call
         keeps the step and its result; another forgets it, so it runs afresh (fresh attempts,
-        approvals of the new call). Where a step before it did not succeed (failed, blocked,
-        cancelled), it is not kept either: its effect stands apart (as a changed call's), and the
-        step is then cancelled as any step after such a step is — nothing after it may run on the
-        strength of the old run. Where the new version would not call it for another reason (a step
-        before it was skipped; its `when` no longer holds; an argument fails), its effect stands and
-        it is kept. A `check` step whose evidence is about a step that has run
+        approvals of the new call). Where the new version would not call it (a step before it was
+        skipped; its `when` no longer holds; an argument fails), its effect stands and it is kept. A `check` step whose evidence is about a step that has run
         again since (its result is newer, or it has none: it failed, was blocked or skipped) is not
         kept: it is decided afresh, so it verifies the new call, or is cancelled or skipped as any
         step after such a step is."""
@@ -685,14 +683,13 @@ class Runtime:
         verified_at = view.completed_at.get(step.id, 0)  # a predecessor run again has no result yet, or a newer one
         outdated = step.kind == "check" and any(view.completed_at.get(name, verified_at + 1) > verified_at
                                                 for name in predecessors)
-        after_failure = any(view.states.get(name) in BAD for name in predecessors)
         scope = {name: {"result": view.results.get(name)} for name in predecessors}
         called = all(view.states.get(name) == "succeeded" or (kind == "after" and view.states.get(name) == "skipped")
                      for name, kind in predecessors.items()) \
             and (step.when is None or compile_expr(step.when)(scope) is True)
         arguments = _concrete_args(step.call, scope) if called else None
         args_hash = content_hash(arguments.plain) if isinstance(arguments, Arguments) else None
-        kept = not outdated and not after_failure and (
+        kept = not outdated and (
             args_hash is None or (made.get("tool") == step.call.tool and made.get("args_hash") == args_hash))
         _fold(view, self.journal.append(view.run, "recheck", {"kept": kept, "args_hash": args_hash}, step=step.id))
         return "changed"
