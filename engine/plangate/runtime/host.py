@@ -616,9 +616,11 @@ class Runtime:
             return "changed"
         predecessors = _predecessors(plan, step)
         if step_id in view.recheck:  # completed under an earlier version: once what it reads is done
-            if any(view.states.get(name) not in FINISHED or view.states.get(name) in BAD for name in predecessors):
-                return None  # after a step that did not succeed it stays held back: nothing after it runs,
-            return self._recheck(view, step, predecessors)  # and a later version may still let it be kept
+            if any(view.states.get(name) not in FINISHED for name in predecessors):
+                return None
+            if step.kind != "check" and any(view.states.get(name) in BAD for name in predecessors):
+                return None  # an effect after a step that did not succeed stays held back: nothing after
+            return self._recheck(view, step, predecessors)  # it runs; a later version may still keep it
         for name, kind in predecessors.items():
             other = view.states.get(name)
             if other in BAD:
@@ -669,9 +671,9 @@ class Runtime:
 
     def _recheck(self, view: RunView, step: Step, predecessors: dict[str, str]) -> str:
         """A completed step held back by a new plan version, once every step before it is finished
-        and none failed, was blocked or cancelled (until then it stays held back, so nothing after it
-        runs on the strength of the old run, and a later version may still let it be kept): its
-        call, computed from the new results, is compared with the call it made. The same call
+        (and, but for a `check`, none failed, was blocked or cancelled: until then it stays held back,
+        so nothing after it runs on the strength of the old run, and a later version may still let
+        it be kept): its call, computed from the new results, is compared with the call it made. The same call
         keeps the step and its result; another forgets it, so it runs afresh (fresh attempts,
         approvals of the new call). Where the new version would not call it (a step before it was
         skipped; its `when` no longer holds; an argument fails), its effect stands and it is kept. A `check` step whose evidence is about a step that has run
