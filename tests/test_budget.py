@@ -902,8 +902,9 @@ def test_a_long_chain_of_correlated_conditions_is_bounded_without_recursion():
         ("budget-exceeded", "the plan can cost `1101 usd`, over the plan's budget of `5 usd`")]
 
 
-@pytest.mark.parametrize("count, text", [(4097, "4,097"), (9_999_999, "9,999,999"), (2 ** 600, "over 10^180"),
-                                         (3 ** 9000, "over 10^4293")])
+@pytest.mark.parametrize("count, text", [(4097, "4,097"), (9_999_999, "9,999,999"), (10 ** 7, "over 10^6"),
+                                         (16_000_000, "over 10^7"), (10 ** 8 - 1, "over 10^7"),
+                                         (2 ** 600, "over 10^180"), (3 ** 9000, "over 10^4294")])
 def test_a_count_of_branch_combinations_reads_as_a_magnitude(count, text):
     """The note on conditions left open gave the count of combinations in full: three hundred digits
     for a plan of 10,000 steps, and past 4,300 digits Python refuses to write an int at all."""

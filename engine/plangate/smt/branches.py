@@ -589,4 +589,9 @@ def _count_text(count: int) -> str:
     length: such a count may have more digits than Python turns into text)."""
     if count < 10 ** 7:
         return f"{count:,}"
-    return f"over 10^{int((count.bit_length() - 1) * math.log10(2))}"
+    exponent = int((count.bit_length() - 1) * math.log10(2))  # within one of ⌊log10 count⌋
+    while 10 ** exponent >= count:  # "over" holds strictly (and a rounding up is undone)
+        exponent -= 1
+    if 10 ** (exponent + 1) < count:
+        exponent += 1
+    return f"over 10^{exponent}"
