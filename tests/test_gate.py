@@ -300,7 +300,7 @@ def test_a_call_refused_before_the_rules_lists_every_problem_and_asks_no_rule():
                                 "3 retries are over `limit retries <= 1`"]
     unknown = gate.decide("t.zz", {"n": float("nan")})
     assert [reason.split(":")[0] for reason in unknown.reasons] == [
-        "the arguments have no JSON form", "`t.zz` is not in the policy's catalogue"]
+        "`t.zz` is not in the policy's catalogue", "the arguments have no JSON form"]
     assert gate.decide("t.w", {"n": 9}).denied_by == ["big"]  # a call that fits: the rules decide
 
 

@@ -189,12 +189,11 @@ def test_a_tests_arguments_fit_the_tools_args_as_check_types_a_steps(tmp_path, c
     ("t.v(v: 0.0 / 0.0)", "argument `v`: the value cannot be passed to a tool"),
     ('t.v(v: 1.0, m: {1: "a"})', "argument `m`: a map passed to a tool must have string keys"),
     ("t.v(v: 900.5)", "the call does not fit its tool's `args`: argument `v` of `t.v` must be `int`"),
-    ("t.other(v: 900)", "`t.other` is not in the policy's catalogue"),
 ])
 def test_a_tests_call_refused_as_the_runtime_refuses_it_asks_no_rule(tmp_path, capsys, call, refusal):
-    """A call no tool could be given (a NaN, a map key that is not a string), one that does not fit
-    its tool's `args`, and an unknown tool are refused before any rule, as at run time and by the
-    gate: a deny rule that would fire on the values is not named, and its errors are not reported."""
+    """A call no tool could be given (a NaN, a map key that is not a string) and one that does not
+    fit its tool's `args` are refused before any rule, as at run time and by the gate: a deny rule
+    that would fire on the values is not named, and its errors are not reported."""
     policy = (f'policy q {{ tool t.v {{ risk read_only args {{ v: int, m: map? }} }}\n'
               f'  deny "big" when args.v > 500\n'
               f'  test "named" {{ call {call} expect deny "big" }}\n'
@@ -206,6 +205,24 @@ def test_a_tests_call_refused_as_the_runtime_refuses_it_asks_no_rule(tmp_path, c
     decision = gate.decide(call.partition("(")[0], {"v": float("nan")} if "0.0 / 0.0" in call else
                            {"v": 1.0, "m": {1: "a"}} if "{1:" in call else {"v": 900.5 if "900.5" in call else 900})
     assert not decision.allowed and decision.denied_by == [] and decision.errors == []
+
+
+def test_a_deny_rule_naming_a_tool_outside_the_catalogue_is_asked_about_it(tmp_path, capsys):
+    """The contract's own `no-prod-drops` names `db.drop`, which its catalogue leaves out: the tool
+    is refused under `unknown_tools deny`, and the rule still fires and is named (by `test`, by the
+    gate and by `check`)."""
+    policy = ('policy production { tool ci.build { risk read_only } unknown_tools deny\n'
+              '  deny "no-prod-drops" when call.tool == "db.drop" && args.env == "prod"\n'
+              '  test "drops" { call db.drop(database: "orders", env: "prod") expect deny "no-prod-drops" } }')
+    path = write(tmp_path, "p.policy", policy)
+    code, out, _ = run(capsys, "test", path)
+    assert code == 0 and "ok   production › drops   (deny (`db.drop` is not in the policy's catalogue); " \
+                         "deny by `no-prod-drops`)" in out
+    decision = Gate.from_sources([("p.policy", policy)]).decide("db.drop", {"database": "orders", "env": "prod"})
+    assert decision.denied_by == ["no-prod-drops"] and "`db.drop` is not in the policy's catalogue" in decision.reasons
+    plan = write(tmp_path, "d.plan", 'plan d { step x { call db.drop(database: "orders", env: "prod") } }')
+    code, out, _ = run(capsys, "check", plan, "--policy", path, "--format", "json")
+    assert {d["name"] for d in json.loads(out)["diagnostics"]} >= {"unknown-tool", "policy-deny"}
 
 
 def test_a_tests_int_for_a_double_is_that_double_for_the_rules(tmp_path, capsys):

@@ -14,7 +14,8 @@ evaluator, catalogue and argument check as `plangate check` and the runtime:
 2. where the entry declares `args`, every argument must be declared, every required one given, and
    each value of its type (`arg-type`): a call that does not fit is refused, and so is one with no
    JSON form or with values the rules could not see — before any rule, as at run time (no rule is
-   asked, so `denied_by`, `errors`, requirements and approvals stay empty);
+   asked, so `denied_by`, `errors`, requirements and approvals stay empty; an unknown tool's rules
+   are still asked, since a deny rule may name a tool the catalogue leaves out);
 3. the step's risk is the higher of the one the caller declares and the catalogue's (neither:
    `irreversible`), and the rules see `step`, `call`, `args`, `plan` and the risk constants exactly
    as in a plan; every deny rule that fires refuses the call (a rule whose condition fails to
@@ -152,23 +153,29 @@ class Gate:
                                           if declared is not None else None)
         level = effective_risk(facts_step, entry)
         decision = GateDecision(tool=tool, allowed=True, risk=level.name, policy_hash=self.policy.hash)
-        if entry is None and self.policy.unknown_tools == "warn":
-            decision.warnings.append(f"`{tool}` is not in the policy's catalogue")
+        if entry is None:
+            if self.policy.unknown_tools == "warn":
+                decision.warnings.append(f"`{tool}` is not in the policy's catalogue")
+            else:
+                decision.reasons.append(f"`{tool}` is not in the policy's catalogue")
         if not is_tool_name(tool):
             decision.reasons.append(f"`{tool}` is not a tool name (dotted identifiers, such as `deploy.preview`)")
+        before_rules = False
         try:
             canonical_json(dict(args or {}))
         except (TypeError, ValueError, RecursionError) as error:  # NaN, a set…: a tool could never be given it
             decision.reasons.append(f"the arguments have no JSON form: {error}")
-        refused = refusal_before_rules(self.policy, tool, entry, arguments)
+            before_rules = True
+        refused = refusal_before_rules(tool, entry, arguments)
         if refused is not None:
             decision.reasons.extend(refused.problems)
+            before_rules = True
         if kind == "check" and level > Risk.read_only:
             decision.reasons.append(f"a check only observes, and `{tool}` is `{level.name}`")
         retries = self.policy.limit("retries")
         if retries is not None and retries.count is not None and retry > retries.count:
             decision.reasons.append(f"{retry} retries are over `limit retries <= {retries.count}`")
-        if decision.reasons:  # refused before any rule, as the runtime refuses such a call: no rule is asked
+        if before_rules:  # arguments no rule could be asked about, as the runtime refuses them: no rule is asked
             decision.allowed = False
             return decision
         facts = StepFacts(step=facts_step, entry=entry, declared_risk=declared, effective_risk=level, args=arguments)

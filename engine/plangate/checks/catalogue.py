@@ -122,14 +122,13 @@ class Refusal:
         return f"{self.what}: {'; '.join(self.problems)}" if self.what else "; ".join(self.problems)
 
 
-def refusal_before_rules(policy: CompiledPolicy, tool: str, entry: CatalogueEntry | None,
-                         args: dict[str, Any]) -> Refusal | None:
+def refusal_before_rules(tool: str, entry: CatalogueEntry | None, args: dict[str, Any]) -> Refusal | None:
     """Why a concrete call is refused before any rule is asked — the same at run time, by the gate
-    and by `plangate test`: a tool not in the catalogue under `unknown_tools deny`, arguments that
-    do not fit its `args` (`argument_problems`), values the rules could not see as the runtime
-    holds them (`values_outside_cel`). None when the rules decide."""
-    if entry is None and policy.unknown_tools == "deny":
-        return Refusal("", (f"`{tool}` is not in the policy's catalogue",))
+    and by `plangate test`: arguments that do not fit its tool's `args` (`argument_problems`),
+    values the rules could not see as the runtime holds them (`values_outside_cel`). None when the
+    rules decide. (A tool outside the catalogue is refused too under `unknown_tools deny`, but its
+    rules are still asked where a decision is explained: a deny rule may name a tool the catalogue
+    leaves out, as the contract's `no-prod-drops` names `db.drop`.)"""
     misfits = argument_problems(tool, entry, args)
     if misfits:  # the rules were written for arguments of the declared types
         return Refusal("the call does not fit its tool's `args`", tuple(misfits))

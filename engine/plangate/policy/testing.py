@@ -4,8 +4,9 @@ Each policy's tests run against that policy compiled on its own. A test's call i
 as the runtime decides a call: the step's risk is the higher of the test's `risk` (if any) and the
 catalogue's; the arguments must be constants. A call whose arguments do not fit its tool's `args`
 is denied before any rule, as the runtime denies it, and so is a call no tool could be given (a
-NaN, a map key that is not a string) and an unmatched tool when the policy says `unknown_tools
-deny` (the default): no rule is asked (`catalogue.refusal_before_rules`). Expectations: `allow`
+NaN, a map key that is not a string): no rule is asked (`catalogue.refusal_before_rules`). An
+unmatched tool is denied when the policy says `unknown_tools deny` (the default), and its rules
+are still asked (a deny rule may name a tool the catalogue leaves out). Expectations: `allow`
 (no deny fires), `deny` (some deny fires), `deny "r"` (deny rule `r` fires), `warn "r"`,
 `require K` (a requirement of kind K applies); every expectation of a test must hold. A failed
 test is a `policy-test-failed` diagnostic at the test, saying what was expected and what the
@@ -122,14 +123,16 @@ def run_test(policy: CompiledPolicy, policy_id: str, test: PolicyTest) -> tuple[
     # The arguments are the plan's kind of constants: they fit the tool's `args` as `check` types a
     # step's (`"1h"` is no `duration`, `5` no `uint`); the rules then see them as the runtime would
     # hold them (900 for a `double` is 900.0).
-    before_rules = refusal_before_rules(policy, test.call.tool, entry, args)
+    before_rules = refusal_before_rules(test.call.tool, entry, args)
     refusal = "; ".join(unsendable) or (str(before_rules) if before_rules is not None else None)
+    unknown = f"`{test.call.tool}` is not in the policy's catalogue" \
+        if entry is None and policy.unknown_tools == "deny" else None
     args = typed_arguments(entry, args)
     denies: list[str] = []
     warns: list[str] = []
     kinds: list[str] = []
     errors: list[tuple[str, str]] = []
-    if not refusal:  # else refused before any rule, as at run time
+    if not refusal:  # else refused before any rule, as at run time (an unknown tool's rules are asked)
         facts = StepFacts(step=step, entry=entry, declared_risk=test.risk.level if test.risk is not None else None,
                           effective_risk=effective_risk(step, entry), args=args)
         decision = evaluator_for(policy).decide_call(rule_activation(facts, Plan(id=policy_id)))
@@ -137,6 +140,7 @@ def run_test(policy: CompiledPolicy, policy_id: str, test: PolicyTest) -> tuple[
         warns = [rule.name for rule in decision.warned_by]
         kinds = sorted({requirement.kind for requirement in decision.requirements})
         errors = decision.errors
+    refusal = "; ".join(part for part in (unknown, refusal) if part) or None
     refused = bool(refusal)
     decided = _describe(denies, warns, kinds, refusal)
     rule_names = [rule.name for rule in policy.rules]

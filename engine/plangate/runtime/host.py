@@ -702,9 +702,11 @@ class Runtime:
         requirements it makes of it. A deny, warn or rule error is journaled as a `decision`."""
         assert step.call is not None
         entry = view.policy.match(step.call.tool)
+        if entry is None and view.policy.unknown_tools == "deny":
+            return f"`{step.call.tool}` is not in the policy's catalogue", []
         args = arguments.plain
         typed = arguments.for_rules(entry)
-        refused = refusal_before_rules(view.policy, step.call.tool, entry, typed)
+        refused = refusal_before_rules(step.call.tool, entry, typed)
         if refused is not None:
             return str(refused), []
         facts = StepFacts(step=step, entry=entry, declared_risk=step.risk.level if step.risk else None,
