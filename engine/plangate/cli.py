@@ -36,7 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("plans", nargs="+", metavar="PLAN")
     check.add_argument("--policy", action="append", default=[], metavar="FILE")
     check.add_argument("--format", choices=FORMATS, default="text")
-    check.add_argument("--output", metavar="FILE", help="write the report to FILE instead of standard output (`-`)")
+    check.add_argument("--output", type=_output_file, metavar="FILE",
+                       help="write the report to FILE instead of standard output (`-`)")
     check.add_argument("--strict", action="store_true", help="warnings fail the check too (exit 1)")
     check.add_argument("--color", choices=("auto", "always", "never"), default="auto")
     check.add_argument("--solver-time", type=_seconds, default=None, metavar="SECONDS",
@@ -48,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     test = commands.add_parser("test", help="run the `test` blocks of policies")
     test.add_argument("policies", nargs="+", metavar="POLICY")
     test.add_argument("--format", choices=FORMATS, default="text")
-    test.add_argument("--output", metavar="FILE")
+    test.add_argument("--output", type=_output_file, metavar="FILE")
     test.add_argument("--strict", action="store_true", help="warnings fail the command too (exit 1)")
 
     policy = commands.add_parser("policy", help="policy tools")
@@ -243,11 +244,14 @@ def _use_color(choice: str, stream: object) -> bool:
     return bool(getattr(stream, "isatty", lambda: False)())
 
 
+def _output_file(text: str) -> str | None:
+    """`--output`'s value: a file, or None for `-` (standard output, as with no `--output`)."""
+    return None if text == "-" else text
+
+
 def _refused_output(args: argparse.Namespace, inputs: list[str]) -> int | None:
-    """`--output -` is standard output; an `--output` that is one of the command's own input files
-    is refused (exit 2) before anything is read: the report would replace the plan it is about."""
-    if args.output == "-":
-        args.output = None
+    """An `--output` that is one of the command's own input files is refused (exit 2) before
+    anything is read: the report would replace the plan it is about."""
     if args.output is None or not os.path.exists(args.output):
         return None
     for name in inputs:

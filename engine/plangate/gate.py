@@ -128,7 +128,7 @@ class Gate:
         """The policy's decision on calling `tool` with `args` (see the module's docstring).
         `TypeError` when `tool` is not a string or `args` not a mapping (a caller's mistake, not a
         decision)."""
-        from plangate.checks.catalogue import refusal_before_rules, typed_arguments
+        from plangate.checks.catalogue import not_in_catalogue, refusal_before_rules, typed_arguments
         from plangate.policy.decide import evaluator_for
         from plangate.policy.facts import StepFacts, effective_risk, retry_needs_key, rule_activation
         from plangate.runtime.canonical import canonical_json
@@ -155,9 +155,9 @@ class Gate:
         decision = GateDecision(tool=tool, allowed=True, risk=level.name, policy_hash=self.policy.hash)
         if entry is None:
             if self.policy.unknown_tools == "warn":
-                decision.warnings.append(f"`{tool}` is not in the policy's catalogue")
+                decision.warnings.append(not_in_catalogue(tool))
             else:
-                decision.reasons.append(f"`{tool}` is not in the policy's catalogue")
+                decision.reasons.append(not_in_catalogue(tool))
         if not is_tool_name(tool):
             decision.reasons.append(f"`{tool}` is not a tool name (dotted identifiers, such as `deploy.preview`)")
         before_rules = False

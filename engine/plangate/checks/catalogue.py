@@ -122,6 +122,11 @@ class Refusal:
         return f"{self.what}: {'; '.join(self.problems)}" if self.what else "; ".join(self.problems)
 
 
+def not_in_catalogue(tool: str) -> str:
+    """Why a tool outside the catalogue is refused (under `unknown_tools deny`) or warned about."""
+    return f"`{tool}` is not in the policy's catalogue"
+
+
 def refusal_before_rules(tool: str, entry: CatalogueEntry | None, args: dict[str, Any]) -> Refusal | None:
     """Why a concrete call is refused before any rule is asked — the same at run time, by the gate
     and by `plangate test`: arguments that do not fit its tool's `args` (`argument_problems`),

@@ -93,7 +93,7 @@ def run_policy_tests(paths: Sequence[str]) -> PolicyTestResult:
 
 def run_test(policy: CompiledPolicy, policy_id: str, test: PolicyTest) -> tuple[TestOutcome, list[Diagnostic]]:
     from plangate.cel.evaluate import CelError, compile_expr
-    from plangate.checks.catalogue import refusal_before_rules, typed_arguments
+    from plangate.checks.catalogue import not_in_catalogue, refusal_before_rules, typed_arguments
     from plangate.runtime.canonical import call_value
     from plangate.policy.decide import evaluator_for
     from plangate.policy.facts import StepFacts, effective_risk, rule_activation
@@ -124,15 +124,14 @@ def run_test(policy: CompiledPolicy, policy_id: str, test: PolicyTest) -> tuple[
     # step's (`"1h"` is no `duration`, `5` no `uint`); the rules then see them as the runtime would
     # hold them (900 for a `double` is 900.0).
     before_rules = refusal_before_rules(test.call.tool, entry, args)
-    refusal = "; ".join(unsendable) or (str(before_rules) if before_rules is not None else None)
-    unknown = f"`{test.call.tool}` is not in the policy's catalogue" \
-        if entry is None and policy.unknown_tools == "deny" else None
+    argument_refusal = "; ".join(unsendable) or (str(before_rules) if before_rules is not None else None)
+    unknown = not_in_catalogue(test.call.tool) if entry is None and policy.unknown_tools == "deny" else None
     args = typed_arguments(entry, args)
     denies: list[str] = []
     warns: list[str] = []
     kinds: list[str] = []
     errors: list[tuple[str, str]] = []
-    if not refusal:  # else refused before any rule, as at run time (an unknown tool's rules are asked)
+    if not argument_refusal:  # else refused before any rule, as at run time (an unknown tool's rules are asked)
         facts = StepFacts(step=step, entry=entry, declared_risk=test.risk.level if test.risk is not None else None,
                           effective_risk=effective_risk(step, entry), args=args)
         decision = evaluator_for(policy).decide_call(rule_activation(facts, Plan(id=policy_id)))
@@ -140,7 +139,7 @@ def run_test(policy: CompiledPolicy, policy_id: str, test: PolicyTest) -> tuple[
         warns = [rule.name for rule in decision.warned_by]
         kinds = sorted({requirement.kind for requirement in decision.requirements})
         errors = decision.errors
-    refusal = "; ".join(part for part in (unknown, refusal) if part) or None
+    refusal = "; ".join(part for part in (unknown, argument_refusal) if part) or None
     refused = bool(refusal)
     decided = _describe(denies, warns, kinds, refusal)
     rule_names = [rule.name for rule in policy.rules]

@@ -91,7 +91,7 @@ from plangate.driver import CheckResult, as_sources, check_sources  # before pla
 from plangate.ir.nodes import Plan, Risk, Step, ToolCall
 from plangate.policy.compiled import CatalogueEntry, CompiledPolicy, format_seconds
 from plangate.policy.decide import evaluator_for
-from plangate.checks.catalogue import refusal_before_rules, typed_arguments
+from plangate.checks.catalogue import not_in_catalogue, refusal_before_rules, typed_arguments
 from plangate.policy.facts import StepFacts, effective_risk, rule_activation
 from plangate.runtime.canonical import call_value, canonical_json, content_hash, key_text, plain, undecodable
 from plangate.runtime.canonical_plan import canonical, plan_hash
@@ -671,15 +671,15 @@ class Runtime:
 
     def _recheck(self, view: RunView, step: Step, predecessors: dict[str, str]) -> str:
         """A completed step held back by a new plan version, once every step before it is finished
-        (and, but for a `check`, none failed, was blocked or cancelled: until then it stays held back,
-        so nothing after it runs on the strength of the old run, and a later version may still let
-        it be kept): its call, computed from the new results, is compared with the call it made. The same call
-        keeps the step and its result; another forgets it, so it runs afresh (fresh attempts,
-        approvals of the new call). Where the new version would not call it (a step before it was
-        skipped; its `when` no longer holds; an argument fails), its effect stands and it is kept. A `check` step whose evidence is about a step that has run
-        again since (its result is newer, or it has none: it failed, was blocked or skipped) is not
-        kept: it is decided afresh, so it verifies the new call, or is cancelled or skipped as any
-        step after such a step is."""
+        (and, but for a `check`, none failed, was blocked or cancelled: until then it stays held
+        back, so nothing after it runs on the strength of the old run, and a later version may still
+        let it be kept): its call, computed from the new results, is compared with the call it made.
+        The same call keeps the step and its result; another forgets it, so it runs afresh (fresh
+        attempts, approvals of the new call). Where the new version would not call it (a step before
+        it was skipped; its `when` no longer holds; an argument fails), its effect stands and it is
+        kept. A `check` step whose evidence is about a step that has run again since (its result is
+        newer, or it has none: it failed, was blocked or skipped) is not kept: it is decided afresh,
+        so it verifies the new call, or is cancelled or skipped as any step after such a step is."""
         assert step.call is not None
         made = view.last_intent.get(step.id, {})
         verified_at = view.completed_at.get(step.id, 0)  # a predecessor run again has no result yet, or a newer one
@@ -703,7 +703,7 @@ class Runtime:
         assert step.call is not None
         entry = view.policy.match(step.call.tool)
         if entry is None and view.policy.unknown_tools == "deny":
-            return f"`{step.call.tool}` is not in the policy's catalogue", []
+            return not_in_catalogue(step.call.tool), []
         args = arguments.plain
         typed = arguments.for_rules(entry)
         refused = refusal_before_rules(step.call.tool, entry, typed)
@@ -1289,15 +1289,19 @@ def _time_bound(policy: CompiledPolicy, step: Step) -> int:
     """How long one attempt of `step` may take: its `time`, else its tool's time cap, else 0."""
     if step.time is not None:
         return step.time.seconds
-    entry = policy.match(step.call.tool) if step.call is not None else None
+    return _tool_time_cap(policy, step.call.tool) if step.call is not None else 0
+
+
+def _tool_time_cap(policy: CompiledPolicy, tool: str) -> int:
+    """The `time <=` cap of `tool`'s catalogue entry in seconds; 0 without one."""
+    entry = policy.match(tool)
     return entry.time_cap if entry is not None and entry.time_cap is not None else 0
 
 
 def _rollback_within(policy: CompiledPolicy, tool: str) -> tuple[float, str] | None:
     """How long a rollback by `tool` (and that tool's reconcile hook, asked about it) may take: the
     tool's `time <=` cap, in seconds and as written; None without one (waited for)."""
-    entry = policy.match(tool)
-    seconds = entry.time_cap if entry is not None and entry.time_cap is not None else 0
+    seconds = _tool_time_cap(policy, tool)
     return (float(seconds), f"{format_seconds(seconds)} (the time cap of its tool)") if seconds else None
 
 
@@ -1893,9 +1897,8 @@ def _bound_text(policy: CompiledPolicy, step: Step) -> str:
 def _call_tool(tools: ToolRegistry, intent: dict[str, Any]) -> Outcome:
     tool = tools.get(intent["tool"])
     assert tool is not None, "advance starts only when every tool it may call is loaded (require_tools)"
-    kwargs, errors = bind(tool, intent["args"], intent["idempotency_key"])
-    if errors:
-        return Outcome(False, error="; ".join(errors))
+    kwargs, misfits = bind(tool, intent["args"], intent["idempotency_key"])
+    assert not misfits, "_prepare fits every call to its tool before writing its intent"
     return invoke(tool, kwargs)
 
 
