@@ -289,15 +289,18 @@ def test_compile_policy_gives_no_policy_when_a_file_has_an_error(tmp_path, text)
     assert compiled is None and result.errors and result.exit_code() == 1
 
 
-def test_a_call_refused_before_the_rules_lists_every_problem_and_asks_no_rule():
+def test_a_refused_call_lists_every_problem_and_the_rules_that_fire_too():
+    """Arguments that do not fit refuse the call whatever the rules say; the rules are still asked
+    and the deny rule that fires is named after the other problems."""
     gate = Gate.from_sources([("p.policy", """policy p { tool t.w { risk reversible_write args { n: int } }
         limit retries <= 1
         deny "big" when args.n > 5 }""")])
     decision = gate.decide("t.w", {"n": 9.5}, kind="check", retry=3)
-    assert not decision.allowed and decision.denied_by == [] and decision.errors == []
-    assert decision.reasons == ["argument `n` of `t.w` must be `int`, but it is the double `9.5`",
-                                "a check only observes, and `t.w` is `reversible_write`",
-                                "3 retries are over `limit retries <= 1`"]
+    assert not decision.allowed and decision.denied_by == ["big"] and decision.errors == []
+    assert decision.reasons[:3] == ["argument `n` of `t.w` must be `int`, but it is the double `9.5`",
+                                    "a check only observes, and `t.w` is `reversible_write`",
+                                    "3 retries are over `limit retries <= 1`"]
+    assert len(decision.reasons) == 4 and "`big`" in decision.reasons[3]
     unknown = gate.decide("t.zz", {"n": float("nan")})
     assert [reason.split(":")[0] for reason in unknown.reasons] == [
         "`t.zz` is not in the policy's catalogue", "the arguments have no JSON form"]

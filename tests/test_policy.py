@@ -188,12 +188,11 @@ def test_a_tests_arguments_fit_the_tools_args_as_check_types_a_steps(tmp_path, c
 @pytest.mark.parametrize("call, refusal", [
     ("t.v(v: 0.0 / 0.0)", "argument `v`: the value cannot be passed to a tool"),
     ('t.v(v: 1.0, m: {1: "a"})', "argument `m`: a map passed to a tool must have string keys"),
-    ("t.v(v: 900.5)", "the call does not fit its tool's `args`: argument `v` of `t.v` must be `int`"),
 ])
 def test_a_tests_call_refused_as_the_runtime_refuses_it_asks_no_rule(tmp_path, capsys, call, refusal):
-    """A call no tool could be given (a NaN, a map key that is not a string) and one that does not
-    fit its tool's `args` are refused before any rule, as at run time and by the gate: a deny rule
-    that would fire on the values is not named, and its errors are not reported."""
+    """A call no tool could be given (a NaN, a map key that is not a string) is refused before any
+    rule, as at run time and by the gate: a deny rule that would fire on the values is not named,
+    and its errors are not reported."""
     policy = (f'policy q {{ tool t.v {{ risk read_only args {{ v: int, m: map? }} }}\n'
               f'  deny "big" when args.v > 500\n'
               f'  test "named" {{ call {call} expect deny "big" }}\n'
@@ -205,6 +204,29 @@ def test_a_tests_call_refused_as_the_runtime_refuses_it_asks_no_rule(tmp_path, c
     decision = gate.decide(call.partition("(")[0], {"v": float("nan")} if "0.0 / 0.0" in call else
                            {"v": 1.0, "m": {1: "a"}} if "{1:" in call else {"v": 900.5 if "900.5" in call else 900})
     assert not decision.allowed and decision.denied_by == [] and decision.errors == []
+
+
+def test_a_call_that_does_not_fit_its_tool_is_refused_and_still_names_the_rules_that_fire(tmp_path, capsys):
+    """Arguments that do not fit the tool's `args` refuse the call whatever the rules say, and the
+    rules are still asked (by `test` and the gate alike): a test that leaves out the currency of a
+    refund over the cap passes `expect deny "refund-cap"`; `expect allow` fails with both reasons;
+    a rule that cannot read a value of the wrong type reports its error."""
+    policy = ('policy q { tool payments.refund { risk irreversible args { amount: double, currency: string } }\n'
+              '  deny "refund-cap" when args.amount > 500.0\n'
+              '  test "named" { call payments.refund(amount: 900.0) expect deny "refund-cap" }\n'
+              '  test "refused" { call payments.refund(amount: 100.0) expect deny }\n'
+              '  test "allowed" { call payments.refund(amount: 900.0) expect allow } }')
+    code, out, _ = run(capsys, "test", write(tmp_path, "q.policy", policy))
+    assert code == 1 and "2 passed, 1 failed" in out, out
+    assert ("ok   q › named   (deny (the call does not fit its tool's `args`: `payments.refund` needs argument "
+            "`currency` (`string`)); deny by `refund-cap`)") in out
+    assert "FAIL q › allowed" in out and "ok   q › refused" in out
+    gate = Gate.from_sources([("q.policy", policy)])
+    decision = gate.decide("payments.refund", {"amount": 900.0})
+    assert not decision.allowed and decision.denied_by == ["refund-cap"]
+    assert decision.reasons[0] == "`payments.refund` needs argument `currency` (`string`)"
+    wrong_type = gate.decide("payments.refund", {"amount": "lots", "currency": "EUR"})
+    assert not wrong_type.allowed and wrong_type.denied_by == [] and wrong_type.errors
 
 
 def test_a_deny_rule_naming_a_tool_outside_the_catalogue_is_asked_about_it(tmp_path, capsys):

@@ -12,10 +12,11 @@ evaluator, catalogue and argument check as `plangate check` and the runtime:
 1. the tool is matched against the catalogue (the most specific entry); an unmatched tool is refused
    under `unknown_tools deny` (the default) and allowed with a warning under `warn`;
 2. where the entry declares `args`, every argument must be declared, every required one given, and
-   each value of its type (`arg-type`): a call that does not fit is refused, and so is one with no
-   JSON form or with values the rules could not see — before any rule, as at run time (no rule is
-   asked, so `denied_by`, `errors`, requirements and approvals stay empty; an unknown tool's rules
-   are still asked, since a deny rule may name a tool the catalogue leaves out);
+   each value of its type (`arg-type`): a call that does not fit is refused whatever the rules
+   say, as at run time, and the rules are still asked so that `denied_by` names those that would
+   refuse it too (as for an unknown tool: a deny rule may name a tool the catalogue leaves out);
+   one with no JSON form or with values the rules could not see is refused before any rule (no
+   rule is asked, so `denied_by`, `errors`, requirements and approvals stay empty);
 3. the step's risk is the higher of the one the caller declares and the catalogue's (neither:
    `irreversible`), and the rules see `step`, `call`, `args`, `plan` and the risk constants exactly
    as in a plan; every deny rule that fires refuses the call (a rule whose condition fails to
@@ -169,13 +170,13 @@ class Gate:
         refused = refusal_before_rules(tool, entry, arguments)
         if refused is not None:
             decision.reasons.extend(refused.problems)
-            before_rules = True
+            before_rules = before_rules or not refused.explainable
         if kind == "check" and level > Risk.read_only:
             decision.reasons.append(f"a check only observes, and `{tool}` is `{level.name}`")
         retries = self.policy.limit("retries")
         if retries is not None and retries.count is not None and retry > retries.count:
             decision.reasons.append(f"{retry} retries are over `limit retries <= {retries.count}`")
-        if before_rules:  # arguments no rule could be asked about, as the runtime refuses them: no rule is asked
+        if before_rules:  # values no rule could see as the runtime would hold them: no rule is asked
             decision.allowed = False
             return decision
         facts = StepFacts(step=facts_step, entry=entry, declared_risk=declared, effective_risk=level, args=arguments)

@@ -113,10 +113,14 @@ def typed_arguments(entry: CatalogueEntry | None, args: dict[str, Any]) -> dict[
 
 @dataclass(frozen=True)
 class Refusal:
-    """Why a call is refused before any rule: what is wrong, and each problem found."""
+    """Why a call is refused before any rule decides it: what is wrong, and each problem found.
+    `explainable`: the arguments are values the rules can read (of other types than declared), so
+    where a refusal is explained (the gate, `plangate test`) the rules are still asked, to name the
+    deny rules that would refuse the call as well; the refusal stands whatever they say."""
 
     what: str
     problems: tuple[str, ...]
+    explainable: bool = False
 
     def __str__(self) -> str:
         return f"{self.what}: {'; '.join(self.problems)}" if self.what else "; ".join(self.problems)
@@ -128,15 +132,15 @@ def not_in_catalogue(tool: str) -> str:
 
 
 def refusal_before_rules(tool: str, entry: CatalogueEntry | None, args: dict[str, Any]) -> Refusal | None:
-    """Why a concrete call is refused before any rule is asked — the same at run time, by the gate
-    and by `plangate test`: arguments that do not fit its tool's `args` (`argument_problems`),
-    values the rules could not see as the runtime holds them (`values_outside_cel`). None when the
-    rules decide. (A tool outside the catalogue is refused too under `unknown_tools deny`, but its
-    rules are still asked where a decision is explained: a deny rule may name a tool the catalogue
-    leaves out, as the contract's `no-prod-drops` names `db.drop`.)"""
+    """Why a concrete call is refused whatever the rules say — the same at run time, by the gate
+    and by `plangate test`: arguments that do not fit its tool's `args` (`argument_problems`;
+    `explainable`), values the rules could not see as the runtime holds them (`values_outside_cel`).
+    None when the rules decide. (A tool outside the catalogue is refused too under `unknown_tools
+    deny`, and its rules are likewise still asked where a decision is explained: a deny rule may
+    name a tool the catalogue leaves out, as the contract's `no-prod-drops` names `db.drop`.)"""
     misfits = argument_problems(tool, entry, args)
-    if misfits:  # the rules were written for arguments of the declared types
-        return Refusal("the call does not fit its tool's `args`", tuple(misfits))
+    if misfits:  # the rules were written for arguments of the declared types: none may let it through
+        return Refusal("the call does not fit its tool's `args`", tuple(misfits), explainable=True)
     outside = values_outside_cel(args)
     if outside:  # no rule could see it as it is: one would err (and not fire) where it must decide
         return Refusal("the rules cannot see the call's arguments", tuple(outside))

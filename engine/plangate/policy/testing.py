@@ -2,11 +2,13 @@
 
 Each policy's tests run against that policy compiled on its own. A test's call is decided exactly
 as the runtime decides a call: the step's risk is the higher of the test's `risk` (if any) and the
-catalogue's; the arguments must be constants. A call whose arguments do not fit its tool's `args`
-is denied before any rule, as the runtime denies it, and so is a call no tool could be given (a
-NaN, a map key that is not a string): no rule is asked (`catalogue.refusal_before_rules`). An
-unmatched tool is denied when the policy says `unknown_tools deny` (the default), and its rules
-are still asked (a deny rule may name a tool the catalogue leaves out). Expectations: `allow`
+catalogue's; the arguments must be constants. A call no tool could be given (a NaN, a map key that
+is not a string) is denied before any rule: no rule is asked (`catalogue.refusal_before_rules`).
+A call whose arguments do not fit its tool's `args` is denied whatever the rules say, as the
+runtime denies it, and so is an unmatched tool when the policy says `unknown_tools deny` (the
+default); their rules are still asked, so a test names the deny rules that fire too (a rule may
+name a tool the catalogue leaves out, or a test leave out an argument the rule does not read).
+Expectations: `allow`
 (no deny fires), `deny` (some deny fires), `deny "r"` (deny rule `r` fires), `warn "r"`,
 `require K` (a requirement of kind K applies); every expectation of a test must hold. A failed
 test is a `policy-test-failed` diagnostic at the test, saying what was expected and what the
@@ -123,15 +125,16 @@ def run_test(policy: CompiledPolicy, policy_id: str, test: PolicyTest) -> tuple[
     # The arguments are the plan's kind of constants: they fit the tool's `args` as `check` types a
     # step's (`"1h"` is no `duration`, `5` no `uint`); the rules then see them as the runtime would
     # hold them (900 for a `double` is 900.0).
-    before_rules = refusal_before_rules(test.call.tool, entry, args)
-    argument_refusal = "; ".join(unsendable) or (str(before_rules) if before_rules is not None else None)
+    refused_by_arguments = refusal_before_rules(test.call.tool, entry, args)
+    argument_refusal = "; ".join(unsendable) or (str(refused_by_arguments) if refused_by_arguments else None)
+    rules_asked = not unsendable and (refused_by_arguments is None or refused_by_arguments.explainable)
     unknown = not_in_catalogue(test.call.tool) if entry is None and policy.unknown_tools == "deny" else None
     args = typed_arguments(entry, args)
     denies: list[str] = []
     warns: list[str] = []
     kinds: list[str] = []
     errors: list[tuple[str, str]] = []
-    if not argument_refusal:  # else refused before any rule, as at run time (an unknown tool's rules are asked)
+    if rules_asked:  # else values no rule could see: refused before any rule, as at run time
         facts = StepFacts(step=step, entry=entry, declared_risk=test.risk.level if test.risk is not None else None,
                           effective_risk=effective_risk(step, entry), args=args)
         decision = evaluator_for(policy).decide_call(rule_activation(facts, Plan(id=policy_id)))
