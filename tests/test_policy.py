@@ -210,7 +210,7 @@ def test_a_call_that_does_not_fit_its_tool_is_refused_and_still_names_the_rules_
     """Arguments that do not fit the tool's `args` refuse the call whatever the rules say, and the
     rules are still asked (by `test` and the gate alike): a test that leaves out the currency of a
     refund over the cap passes `expect deny "refund-cap"`; `expect allow` fails with both reasons;
-    a rule that cannot read a value of the wrong type reports its error."""
+    a rule that cannot read a value of the wrong type reports no error (the refusal says why)."""
     policy = ('policy q { tool payments.refund { risk irreversible args { amount: double, currency: string } }\n'
               '  deny "refund-cap" when args.amount > 500.0\n'
               '  test "named" { call payments.refund(amount: 900.0) expect deny "refund-cap" }\n'
@@ -226,7 +226,7 @@ def test_a_call_that_does_not_fit_its_tool_is_refused_and_still_names_the_rules_
     assert not decision.allowed and decision.denied_by == ["refund-cap"]
     assert decision.reasons[0] == "`payments.refund` needs argument `currency` (`string`)"
     wrong_type = gate.decide("payments.refund", {"amount": "lots", "currency": "EUR"})
-    assert not wrong_type.allowed and wrong_type.denied_by == [] and wrong_type.errors
+    assert not wrong_type.allowed and wrong_type.denied_by == [] and wrong_type.errors == []
 
 
 def test_a_deny_rule_naming_a_tool_outside_the_catalogue_is_asked_about_it(tmp_path, capsys):
@@ -833,3 +833,46 @@ def test_a_rule_whose_condition_fails_on_every_call_is_reported(tmp_path):
     assert found == [("cel-type-error", text.index("1 / 0"), "`1 / 0` always fails: division by zero"),
                      ("cel-type-error", text.index("2 * 46"),
                       "`2 * 4611686018427387904` always fails: integer overflow")]
+
+
+def test_a_test_without_expect_fails_alone_and_the_others_run(tmp_path, capsys):
+    """A test that expects nothing would pass whatever the policy decides: it fails, with the
+    decision it got, and it does not stop the other tests (it used to be a syntax error that
+    stopped every test of every file)."""
+    policy = write(tmp_path, "p.policy", 'policy p { tool a.b { risk read_only }\n'
+                                         '  test "nothing expected" { call a.b() }\n'
+                                         '  test "allowed" { call a.b() expect allow } }')
+    other = write(tmp_path, "q.policy", 'policy q { tool c.d { risk read_only } test "fine" { call c.d() expect allow } }')
+    code, out, _ = run(capsys, "test", str(policy), str(other))
+    assert code == 1 and "2 passed, 1 failed" in out, out
+    assert "FAIL p › nothing expected   (allow)" in out
+    assert "policy-test-failed: test `nothing expected` has no `expect`: it checks nothing" in out
+
+
+def test_the_json_of_plangate_test_lists_every_test_and_counts_them(tmp_path, capsys):
+    policy = write(tmp_path, "p.policy", 'policy p { tool a.b { risk read_only } deny "no-x" when args.x == 1\n'
+                                         '  test "denied" { call a.b(x: 1) expect deny "no-x" }\n'
+                                         '  test "wrongly allowed" { call a.b(x: 1) expect allow } }')
+    code, out, _ = run(capsys, "test", str(policy), "--format", "json")
+    document = json.loads(out)
+    assert code == 1
+    assert document["tests"] == [
+        {"policy": "p", "name": "denied", "file": str(policy), "passed": True, "decided": "deny by `no-x`"},
+        {"policy": "p", "name": "wrongly allowed", "file": str(policy), "passed": False, "decided": "deny by `no-x`"}]
+    assert document["summary"] == {"errors": 1, "warnings": 0, "files": 1, "tests": 2, "passed": 1, "failed": 1}
+    assert [d["name"] for d in document["diagnostics"]] == ["policy-test-failed"]
+
+
+def test_a_failed_test_notes_only_the_errors_of_the_conditions_it_is_about(tmp_path, capsys):
+    """The contract's `long-plan` reads `plan.budget.time`, which a test's call has not: its error
+    is noted on a failed `expect warn`, not on a failed `expect deny "refund-cap"`."""
+    policy = write(tmp_path, "p.policy", 'policy p { tool pay.refund { risk irreversible }\n'
+                                         '  deny "refund-cap" when args.amount > 500.0\n'
+                                         '  warn "long-plan" when plan.budget.time > duration("1h")\n'
+                                         '  test "capped" { call pay.refund(amount: 10.0) expect deny "refund-cap" }\n'
+                                         '  test "warned" { call pay.refund(amount: 10.0) expect warn "long-plan" } }')
+    code, out, _ = run(capsys, "test", str(policy))
+    assert code == 1 and "0 passed, 2 failed" in out
+    assert out.count("note: long-plan: ") == 1
+    capped, warned = out.split("expects `deny \"refund-cap\"`")[1].split("expects `warn \"long-plan\"`")
+    assert "note:" not in capped and "note: long-plan: " in warned

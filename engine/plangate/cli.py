@@ -323,7 +323,7 @@ def _explain(args: argparse.Namespace) -> int:
 
 
 def _test(args: argparse.Namespace) -> int:
-    from plangate.diagnostics.render import render, render_test_junit
+    from plangate.diagnostics.render import render, render_json, render_test_junit
     from plangate.policy.testing import run_policy_tests
 
     refused = _refused_output(args, args.policies)
@@ -333,6 +333,10 @@ def _test(args: argparse.Namespace) -> int:
     if args.format == "junit":  # a test case per policy test, not per file
         text = render_test_junit(result.outcomes, result.diagnostics, result.sources, files=result.files,
                                  strict=args.strict)
+    elif args.format == "json":  # the diagnostics, and every test with its verdict
+        tests = [{"policy": o.policy, "name": o.name, "file": o.file, "passed": o.passed, "decided": o.decided}
+                 for o in result.outcomes]
+        text = render_json(result.diagnostics, result.sources, files=result.files, tests=tests)
     else:
         text = render(result.diagnostics, result.sources, args.format, files=result.files,
                       color=args.output is None and args.format == "text" and _use_color("auto", sys.stdout),

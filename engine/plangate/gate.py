@@ -187,7 +187,8 @@ class Gate:
             decision.reasons.append(outcome.denial(rule))
         decision.warnings.extend(f"warn rule `{rule.name}` fires" for rule in outcome.warned_by)
         plan_level = self._plan_level_conditions
-        decision.errors.extend(f"{name}: {message}" for name, message in outcome.errors if name not in plan_level)
+        if refused is None:  # else a rule fails on values of the wrong type, and the refusal says why
+            decision.errors.extend(f"{name}: {message}" for name, message in outcome.errors if name not in plan_level)
         needs: dict[str, ApprovalNeed] = {}
         for requirement in outcome.requirements:
             spec = requirement.approval

@@ -336,14 +336,21 @@ def _json_diagnostic(item: Diagnostic, sources: SourceMap) -> dict:
     }
 
 
-def render_json(diagnostics: list[Diagnostic], sources: SourceMap, *, files: list[str]) -> str:
-    """The contract's object (spec §5); each diagnostic also carries its `labels`."""
+def render_json(diagnostics: list[Diagnostic], sources: SourceMap, *, files: list[str],
+                tests: list[dict] | None = None) -> str:
+    """The contract's object (spec §5); each diagnostic also carries its `labels`. For `plangate
+    test`, `tests` lists every test run (`policy`, `name`, `file`, `passed`, `decided`) and the
+    summary counts them (`tests`, `passed`, `failed`)."""
     summary = summarize(diagnostics, len(files))
-    document = {
+    document: dict = {
         "version": 1,
         "diagnostics": [_json_diagnostic(item, sources) for item in diagnostics],
         "summary": {"errors": summary.errors, "warnings": summary.warnings, "files": summary.files},
     }
+    if tests is not None:
+        passed = sum(1 for test in tests if test["passed"])
+        document["tests"] = tests
+        document["summary"].update({"tests": len(tests), "passed": passed, "failed": len(tests) - passed})
     return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
 
 

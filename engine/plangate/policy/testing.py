@@ -10,7 +10,8 @@ default); their rules are still asked, so a test names the deny rules that fire 
 name a tool the catalogue leaves out, or a test leave out an argument the rule does not read).
 Expectations: `allow`
 (no deny fires), `deny` (some deny fires), `deny "r"` (deny rule `r` fires), `warn "r"`,
-`require K` (a requirement of kind K applies); every expectation of a test must hold. A failed
+`require K` (a requirement of kind K applies); every expectation of a test must hold, and a test
+without one fails (it would pass whatever the policy decides). A failed
 test is a `policy-test-failed` diagnostic at the test, saying what was expected and what the
 policy decided.
 """
@@ -141,12 +142,16 @@ def run_test(policy: CompiledPolicy, policy_id: str, test: PolicyTest) -> tuple[
         denies = [rule.name for rule in decision.denied_by]
         warns = [rule.name for rule in decision.warned_by]
         kinds = sorted({requirement.kind for requirement in decision.requirements})
-        errors = decision.errors
+        errors = [] if argument_refusal else decision.errors  # a rule fails on values of the wrong type: the refusal says why
     refusal = "; ".join(part for part in (unknown, argument_refusal) if part) or None
     refused = bool(refusal)
     decided = _describe(denies, warns, kinds, refusal)
     rule_names = [rule.name for rule in policy.rules]
-    passed = True
+    passed = bool(test.expects)
+    if not test.expects:  # a test that expects nothing checks nothing: it fails alone, the others run
+        problems.append(diagnostic("policy-test-failed", test.span,
+                                   f"test `{test.name}` has no `expect`: it checks nothing (the policy decides: {decided})",
+                                   help='add `expect allow`, `expect deny "rule-name"` or the decision the test is for'))
     for expect in test.expects:
         if expect.effect == "allow":
             ok = not denies and not refused
@@ -170,9 +175,21 @@ def run_test(policy: CompiledPolicy, policy_id: str, test: PolicyTest) -> tuple[
             "policy-test-failed", expect.span,
             f"test `{test.name}` expects `{wanted}`, but the policy decides: {decided}",
             labels=[Label(test.call.span, "the call under test")],
-            notes=[f"{name}: {message}" for name, message in errors],
+            notes=[f"{name}: {message}" for name, message in errors if name in _relevant(policy, expect)],
             help=help_text))
     return TestOutcome(policy_id, test.name, passed, decided), problems
+
+
+def _relevant(policy: CompiledPolicy, expect: Any) -> set[str]:
+    """The conditions whose evaluation errors may explain a failed expectation (a rule or
+    requirement that did not fire because its condition failed): the named rule; else the deny
+    rules (for `allow` and `deny`), the warn rules, or the requirements of the kind expected."""
+    if expect.effect in ("deny", "warn") and expect.rule:
+        return {expect.rule}
+    if expect.effect in ("allow", "deny", "warn"):
+        effect = "warn" if expect.effect == "warn" else "deny"
+        return {rule.name for rule in policy.rules if rule.effect == effect}
+    return {requirement.describe() for requirement in policy.requirements if requirement.kind == expect.rule}
 
 
 def _describe(denies: list[str], warns: list[str], kinds: list[str], refusal: str | None) -> str:
