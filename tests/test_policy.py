@@ -446,7 +446,7 @@ def test_dropping_the_external_write_approval_is_loosened(tmp_path, capsys):
     assert witness["risk"] == {"old": "external_write", "new": "external_write"}, witness
     assert witness["old"]["approvals"] == {"operator": {"count": 1, "within": 3600}}
     assert witness["new"]["approvals"] == {}
-    assert "(OLD: 1 approver within 1h; NEW: none)" in changes[0]["text"]
+    assert "(none asked; OLD: 1 approver within 1h; NEW: none)" in changes[0]["text"]
 
     # Removed outright: loosened for every tool (an irreversible refund too), nothing else moves.
     new = "".join(line for line in BASE.splitlines(keepends=True) if 'role "operator"' not in line)

@@ -250,7 +250,7 @@ def test_an_approval_narrowed_by_tool_is_loosened(tmp_path, capsys):
     assert change["witness"]["old"]["approvals"] == {"ops": {"count": 1, "within": None}}
     assert change["witness"]["new"]["approvals"] == {}
     assert 'NEW asks less approval by role "ops" than OLD for a call: `call.tool` = "a.write"' in text
-    assert "(OLD: 1 approver with no time bound; NEW: none)" in text
+    assert "(none asked; OLD: 1 approver with no time bound; NEW: none)" in text
 
 
 def test_a_check_narrowed_by_arguments_is_loosened_with_the_amount(tmp_path, capsys):
@@ -542,3 +542,67 @@ def test_a_diff_spends_at_most_the_commands_solver_time_in_all(tmp_path, capsys,
     code, report, text = diff(tmp_path, capsys, old, new)
     assert code == 1 and "solver time of 0s in all is spent" in text
     assert all(change["kind"] == "changed" for change in report["changes"])
+
+
+@pytest.mark.parametrize("figure, cap_old, cap_new, rule", [
+    ("cost", "cost <= 5 usd", "cost <= 2 usd", "step.cost > 3.0"),
+    ("time", "time <= 10m", "time <= 3m", 'step.time > duration("5m")'),
+])
+def test_a_lowered_tool_cap_frees_the_steps_that_declare_no_figure_from_a_rule_on_it(tmp_path, capsys, figure,
+                                                                                      cap_old, cap_new, rule):
+    """A step that declares no cost (time) sees its tool's cap as `step.cost` (`step.time`): lowering
+    the cap below a rule's threshold lets such steps through, and raising it back denies them; the
+    witness shows the figure each side sees, and `plangate check` agrees on that step."""
+    old = policy(f'tool a.b {{ risk read_only {cap_old} }}\ndeny "d" when {rule}')
+    new = policy(f'tool a.b {{ risk read_only {cap_new} }}\ndeny "d" when {rule}')
+    code, report, text = diff(tmp_path, capsys, old, new)
+    (loosened,) = [c for c in report["changes"] if c["subject"] == "allowed calls"]
+    assert code == 1 and loosened["kind"] == "loosened"
+    assert loosened["witness"]["old"]["denied_because"] == ["denied by `d`"] and loosened["witness"]["new"]["allowed"]
+    assert f"under NEW (the tool's caps: the step declares no `{figure}`)" in text
+    code, report, _ = diff(tmp_path, capsys, new, old)
+    assert [c["kind"] for c in report["changes"] if c["subject"] == "allowed calls"] == ["tightened"]
+    plan = tmp_path / "s.plan"
+    plan.write_text("plan c { step s { call a.b() risk read_only } }")
+    for text_, denied in ((old, True), (new, False)):
+        (tmp_path / "p.policy").write_text(text_)
+        names = [d.name for d in check([plan], [tmp_path / "p.policy"]).diagnostics]
+        assert ("policy-deny" in names) == denied, names
+
+
+@pytest.mark.parametrize("old_body, new_body", [
+    ('tool a.b { risk read_only } limit retries <= 3\ndeny "r" when step.retry > 5', "tool a.b { risk read_only } limit retries <= 3"),
+    ('tool a.b { risk read_only cost <= 2 usd }\ndeny "r" when step.cost > 5.0', "tool a.b { risk read_only cost <= 2 usd }"),
+    ('tool a.b { risk read_only } limit cost <= 10 usd\ndeny "r" when plan.budget.cost > 20.0', "tool a.b { risk read_only } limit cost <= 10 usd"),
+    ('tool a.b { risk read_only } limit time <= 1h\ndeny "r" when plan.budget.time > duration("2h")', "tool a.b { risk read_only } limit time <= 1h"),
+])
+def test_a_rule_that_only_denies_what_a_limit_or_cap_refuses_anyway_is_removed_without_a_difference(
+        tmp_path, capsys, old_body, new_body):
+    """Both policies refuse a step retrying more than `limit retries`, declaring more than its
+    tool's cap or a budget over a limit (`limit-exceeded`): a deny rule that fires only there is
+    dead, and removing it changes nothing (no witness NEW would refuse anyway)."""
+    code, report, _ = diff(tmp_path, capsys, policy(old_body), policy(new_body))
+    assert code == 0 and [c["kind"] for c in report["changes"]] == ["rewritten"], report
+
+
+def test_an_approval_capped_by_approval_within_is_the_same_as_one_with_that_within(tmp_path, capsys):
+    """The runtime caps every approval's expiry by `limit approval_within`: OLD's required approval
+    with no `within` under a 1h cap asks what NEW's `within 1h` asks; only the limit's removal is
+    a difference."""
+    old = policy('tool c.d { risk irreversible }\nrequire approval when step.risk == irreversible by role "op"\n'
+                 "limit approval_within <= 1h")
+    new = policy('tool c.d { risk irreversible }\nrequire approval when step.risk == irreversible by role "op" within 1h')
+    code, report, _ = diff(tmp_path, capsys, old, new)
+    assert code == 1
+    assert sorted((c["kind"], c["subject"]) for c in report["changes"]) == [
+        ("loosened", "limit approval_within"), ("rewritten", "require approval")]
+
+
+def test_an_approval_loosened_one_way_and_tightened_the_other_says_which_is_which(tmp_path, capsys):
+    old = policy('tool c.d { risk irreversible }\nrequire approval when step.risk == irreversible by role "op" within 1h')
+    new = policy('tool c.d { risk irreversible }\nrequire approval when step.risk == irreversible by 2 of role "op" within 2h')
+    code, report, text = diff(tmp_path, capsys, old, new)
+    kinds = {c["kind"]: c["text"] for c in report["changes"]}
+    assert code == 1 and set(kinds) == {"loosened", "tightened"}
+    assert "(a longer `within`, 1h → 2h; OLD: 1 approver within 1h; NEW: 2 approvers within 2h)" in kinds["loosened"]
+    assert "(more approvers, 1 → 2; OLD: 1 approver within 1h; NEW: 2 approvers within 2h)" in kinds["tightened"]

@@ -11,7 +11,14 @@ the runtime decide:
   condition errors does not fire);
 - `step.risk` is the effective risk: the higher of the declared risk and the entry's, or
   `irreversible` when neither says (so one call may have a different `step.risk` under OLD and
-  under NEW, when their catalogues rate its tool differently);
+  under NEW, when their catalogues rate its tool differently); likewise `step.cost` and
+  `step.time` are the declared figure, else the entry's cap, else 0 (one per side where the caps
+  differ);
+- the calls compared are those both policies' limits and caps admit: a step retrying more than
+  `limit retries` or declaring more than its tool's cap, a budget over `limit cost`/`time`/`calls`,
+  is `limit-exceeded` under a policy whatever its rules say (a changed limit is reported by itself),
+  so a rule that only fires there is dead; a required approval's `within` is capped by `limit
+  approval_within`, as the runtime caps every approval;
 - requirements: every `require` whose condition fires applies; approvals merge per role (the most
   approvers, the shortest `within`); a `check` step needs approvals only;
 - warnings: the warn rules that fire.
@@ -55,6 +62,7 @@ Invariants:
 from __future__ import annotations
 
 import json
+import math
 import re
 import sys
 from dataclasses import asdict, dataclass, field
@@ -77,6 +85,7 @@ TAG_VALUES: dict[int, Any] = {0: "", 1: 0, 2: 0.0, 3: False, 4: [], 5: {}, 6: No
 ACCEPTS = {"string": (0,), "int": (1,), "uint": (1,), "double": (1, 2), "bool": (3,), "list": (4,),
            "map": (5,), "null": (6,), "bytes": (7,)}  # dyn, duration, timestamp: anything
 DURATIONS = ("step.time", "plan.budget.time")  # seconds in the solver, durations in CEL
+FIGURES = ("cost", "time")  # a step's figures that a catalogue cap stands in for when it declares none
 SORTS = {"string": "String", "int": "Int", "uint": "Int", "double": "Real", "bool": "Bool"}
 _ID = ('(re.++ (re.union (re.range "A" "Z") (re.range "a" "z") (str.to_re "_")) '
        '(re.* (re.union (re.range "A" "Z") (re.range "a" "z") (re.range "0" "9") (str.to_re "_"))))')
@@ -233,14 +242,15 @@ class _Model:
         self.opaque_reasons: dict[str, str] = {}
         tool: Any = tool_class.exact if tool_class.exact is not None else Unknown("call.tool", "string")
         risks = {side: self.sides[side].entry.risk if self.sides[side].entry is not None else None for side in SIDES}
+        self.caps = {figure: {side: _cap(self.sides[side].entry, figure) for side in SIDES} for figure in FIGURES}
         for side in SIDES:
             risk_path = "step.risk" if risks["old"] == risks["new"] else f"step.risk.{side}"
+            figure = {name: Unknown(self.figure_path(name, side), "double") for name in FIGURES}
             activation: dict[str, Any] = {risk.name: int(risk) for risk in Risk}
             activation["step"] = {"id": Unknown("step.id", "string"), "kind": Unknown("step.kind", "string"),
                                   "tool": tool, "risk": Unknown(risk_path, "int"),
-                                  "retry": Unknown("step.retry", "int"), "cost": Unknown("step.cost", "double"),
-                                  "time": Unknown("step.time", "double"),
-                                  "conditional": Unknown("step.conditional", "bool")}
+                                  "retry": Unknown("step.retry", "int"), "cost": figure["cost"],
+                                  "time": figure["time"], "conditional": Unknown("step.conditional", "bool")}
             args = Unknown("args", "dyn")
             activation["call"] = {"tool": tool, "args": args}
             activation["args"] = args
@@ -253,6 +263,12 @@ class _Model:
             self.failure = error.reason
         except RecursionError:
             self.failure = "a condition is nested too deeply to reason about"
+
+    def figure_path(self, figure: str, side: str) -> str:
+        """The unknown a side's `step.cost` or `step.time` is: one for both sides where their tool
+        caps agree, else one per side (a step that declares none sees its tool's cap)."""
+        caps = self.caps[figure]
+        return f"step.{figure}" if caps["old"] == caps["new"] else f"step.{figure}.{side}"
 
     # -- encoding -------------------------------------------------------------------------------
 
@@ -322,8 +338,7 @@ class _Model:
                 if found is None:
                     state.approval_problem = state.problems[f'approval by role "{spec.role}"']
                     continue
-                within = spec.within.seconds if spec.within is not None else FOREVER
-                state.approvals.setdefault(spec.role, []).append((found, spec.count, within))
+                state.approvals.setdefault(spec.role, []).append((found, spec.count, _within_seconds(policy, spec)))
         for side in SIDES:
             self.sides[side].conform = self._conform(self.sides[side])
         self._background(risks)
@@ -427,15 +442,70 @@ class _Model:
                 risk, d = risks[side], declared.name
                 effective = f"(ite (= {d} (- 1)) 3 {d})" if risk is None else f"(ite (< {d} {int(risk)}) {int(risk)} {d})"
                 self.facts.append(f"(assert (= {variable.name} {effective}))")
-        bounds = {"step.retry": "(<= 0 {})", "step.cost": "(<= 0.0 {})", "step.time": "(<= 0.0 {})",
-                  "plan.version": "(<= 0 {})",
+        bounds = {"step.retry": "(<= 0 {})", "plan.version": "(<= 0 {})",
                   "step.kind": f'(or (= {{0}} {string_text("step")}) (= {{0}} {string_text("check")}))'}
         for path, fact in bounds.items():
             variable = encoder.variables.get(path)
             if variable is not None and variable.used:
                 self.facts.append(f"(assert {fact.format(variable.name)})")
+        for figure in FIGURES:
+            self._figure(figure)
+        self._within_limits()
         self.declarations = encoder.declarations()
         self.values = encoder.values() + tuple((tag, "Int") for tag in self.tags.values())
+
+    def _figure(self, figure: str) -> None:
+        """`step.cost` or `step.time` as each side sees it: the step's declared figure, else its
+        tool's cap, else 0 — and a declared figure over either side's cap is `limit-exceeded`
+        there, so the calls compared declare at most the tighter cap. With one cap for both, one
+        unknown between 0 and the cap stands for every case."""
+        from plangate.smt.encode import real_text
+
+        caps = self.caps[figure]
+        if caps["old"] == caps["new"]:
+            variable = self.encoder.variables.get(f"step.{figure}")
+            if variable is not None and variable.used:
+                self._bound(variable, 0, caps["old"])
+            return
+        sides = {side: self.encoder.variables.get(f"step.{figure}.{side}") for side in SIDES}
+        if not any(variable is not None and variable.used for variable in sides.values()):
+            return
+        declared = self.encoder.variable(f"step.declared_{figure}", "Real", None)  # -1: the step declares none
+        declared.used = True
+        tighter = min(cap for cap in caps.values() if cap is not None)
+        d = declared.name
+        self.facts.append(f"(assert (or (= {d} (- 1.0)) (and (<= 0.0 {d}) (<= {d} {real_text(tighter)}))))")
+        for side, variable in sides.items():
+            if variable is not None and variable.used:
+                value = variable.name if self.encoder.sort_of(variable) == "Real" else f"(to_real {variable.name})"
+                self.facts.append(f"(assert (= {value} (ite (= {d} (- 1.0)) {real_text(caps[side] or Fraction(0))} {d})))")
+
+    def _within_limits(self) -> None:
+        """The calls compared are ones both policies' limits admit: a step retrying more than
+        `limit retries`, a plan whose budget declares more than `limit cost`, `time` or `calls`, is
+        `limit-exceeded` there whatever the rules say (a changed limit is reported as such)."""
+        for path, limit in (("step.retry", "retries"), ("plan.budget.cost", "cost"),
+                            ("plan.budget.time", "time"), ("plan.budget.calls", "calls")):
+            values = [_limit_value(side.policy, limit) for side in self.sides.values()]
+            bound = min((value for value in values if value is not None), default=None)
+            variable = self.encoder.variables.get(path)
+            if bound is not None and variable is not None and variable.used:
+                self._bound(variable, None, bound)
+
+    def _bound(self, variable: Any, low: int | None, high: Fraction | None) -> None:
+        """Facts that `variable` (a number, where present) lies within [low, high]."""
+        from plangate.smt.encode import conj, int_text, real_text
+
+        sort = self.encoder.sort_of(variable)
+        if sort not in ("Int", "Real"):
+            return
+        text = (lambda value: int_text(math.floor(value))) if sort == "Int" else real_text
+        parts = ([f"(<= {text(Fraction(low))} {variable.name})"] if low is not None else []) + \
+                ([f"(<= {variable.name} {text(high)})"] if high is not None else [])
+        if parts:
+            fact = conj(*parts)
+            self.facts.append(f"(assert {fact})" if variable.presence == "true" else
+                              f"(assert (=> {variable.presence} {fact}))")
 
     # -- questions ------------------------------------------------------------------------------
 
@@ -483,10 +553,37 @@ class _Model:
                     sort or "", schema[name].type if name in schema else "string")
                 args[name] = _copy(TAG_VALUES.get(TAGS.get(kind, 0), ""))
         declared = decoded.get("step.declared_risk")
+        figures = {name: None if value is None or value < 0 else float(value)
+                   for name in FIGURES if f"step.declared_{name}" in decoded
+                   for value in [decoded[f"step.declared_{name}"]]}
+        per_side = tuple(f"step.{name}." for name in figures)
         return Witness(tool=tool, args=args, declared=int(declared) if isinstance(declared, int) and declared >= 0 else None,
                        fields={path: value for path, value in decoded.items()
-                               if path.startswith(("step.", "plan.")) and not path.startswith(("step.risk", "step.declared"))},
-                       reads_risk="step.declared_risk" in decoded)
+                               if path.startswith(("step.", "plan.")) and
+                               not path.startswith(("step.risk", "step.declared", *per_side))},
+                       reads_risk="step.declared_risk" in decoded, figures=figures)
+
+
+def _cap(entry: CatalogueEntry | None, figure: str) -> Fraction | None:
+    """The entry's `cost <=` cap (an amount) or `time <=` cap (seconds); None without one."""
+    cap = None if entry is None else entry.cost_cap if figure == "cost" else entry.time_cap
+    return None if cap is None else Fraction(cap)
+
+
+def _limit_value(policy: CompiledPolicy, name: str) -> Fraction | None:
+    limit = policy.limit(name)
+    if limit is None:
+        return None
+    value = limit.amount if limit.amount is not None else limit.seconds if limit.seconds is not None else limit.count
+    return None if value is None else Fraction(value)
+
+
+def _within_seconds(policy: CompiledPolicy, spec: Any) -> int:
+    """How long a required approval may last: its `within`, capped by `limit approval_within` (the
+    runtime caps every approval's expiry by it); FOREVER without either."""
+    within = spec.within.seconds if spec.within is not None else FOREVER
+    cap = policy.limit("approval_within")
+    return min(within, cap.seconds) if cap is not None and cap.seconds is not None else within
 
 
 def _copy(value: Any) -> Any:
@@ -504,10 +601,22 @@ class Witness:
     declared: int | None  # the declared risk, None when the step declares none
     fields: dict[str, Any]  # step.* and plan.* values the conditions read
     reads_risk: bool
+    # `cost` or `time` where the sides' tool caps differ: the step's declared figure, or None when
+    # it declares none (each side then sees its tool's cap)
+    figures: dict[str, float | None] = field(default_factory=dict)
 
     def risk(self, entry: CatalogueEntry | None) -> Risk:
         levels = [level for level in (self.declared, entry.risk if entry is not None else None) if level is not None]
         return Risk(max(levels)) if levels else Risk.irreversible
+
+    def figure(self, name: str, entry: CatalogueEntry | None) -> float:
+        """`step.cost` or `step.time` (seconds) under the policy whose entry is `entry`, where
+        the sides' caps differ: as declared, else the entry's cap, else 0."""
+        declared = self.figures.get(name)
+        if declared is not None:
+            return declared
+        cap = _cap(entry, name)
+        return float(cap) if cap is not None else 0.0
 
     def activation(self, entry: CatalogueEntry | None) -> dict[str, Any]:
 
@@ -529,8 +638,8 @@ class Witness:
         activation: dict[str, Any] = {risk.name: int(risk) for risk in Risk}
         activation["step"] = {"id": get("step.id", "s"), "kind": get("step.kind", "step"), "tool": self.tool,
                               "risk": int(self.risk(entry)), "retry": get("step.retry", 0),
-                              "cost": float(get("step.cost", 0.0)),
-                              "time": _as_duration(get("step.time", 0)),
+                              "cost": float(get("step.cost", self.figure("cost", entry))),
+                              "time": _as_duration(get("step.time", self.figure("time", entry))),
                               "conditional": get("step.conditional", False)}
         activation["call"] = {"tool": self.tool, "args": self.args}
         activation["args"] = self.args
@@ -550,6 +659,14 @@ class Witness:
                 for entry in entries.values()) else ""
             parts.append(f"`step.risk` = {old.name}{declared}" if old == new else
                          f"`step.risk` = {old.name} under OLD, {new.name} under NEW")
+        for name in self.figures:
+            if f"step.{name}" not in read:
+                continue
+            shown = {side: _show(_as_duration(self.figure(name, entries[side])) if name == "time"
+                                 else self.figure(name, entries[side])) for side in SIDES}
+            parts.append(f"`step.{name}` = {shown['old']} (declared by the step)" if self.figures[name] is not None else
+                         f"`step.{name}` = {shown['old']} under OLD, {shown['new']} under NEW (the tool's caps: "
+                         f"the step declares no `{name}`)")
         parts += [f"`{path}` = " + (_show(_as_duration(value)) if path in DURATIONS else _show(value))
                   for path, value in sorted(self.fields.items())
                   if value is not None and not isinstance(value, dict) and _within(path, read)]
@@ -559,7 +676,9 @@ class Witness:
         return {"tool": self.tool, "args": _plain(self.args),
                 "declared_risk": Risk(self.declared).name if self.declared is not None else None,
                 "risk": {side: self.risk(entries[side]).name for side in SIDES},
-                "fields": _plain({path: value for path, value in self.fields.items() if not isinstance(value, dict)})}
+                "fields": _plain({**{path: value for path, value in self.fields.items() if not isinstance(value, dict)},
+                                  **{f"step.{name}": {side: self.figure(name, entries[side]) for side in SIDES}
+                                     for name in self.figures}})}
 
 
 def _within(path: str, read: frozenset[str]) -> bool:
@@ -609,8 +728,7 @@ def decide_witness(policy: CompiledPolicy, entry: CatalogueEntry | None, witness
         if requirement.kind == "approval" and requirement.approval is not None:
             spec = requirement.approval
             count, within = approvals.get(spec.role, (0, FOREVER))
-            approvals[spec.role] = (max(count, spec.count),
-                                    min(within, spec.within.seconds if spec.within is not None else FOREVER))
+            approvals[spec.role] = (max(count, spec.count), min(within, _within_seconds(policy, spec)))
     return Decision(not reasons, reasons, {rule.name for rule in decision.warned_by},
                     {r.kind for r in decision.requirements}, approvals, list(decision.requirements))
 
@@ -1028,8 +1146,9 @@ def _requirement_changes(policies: dict[str, CompiledPolicy], results: dict[Ques
                 rules = [r.describe() for r in first.decisions[having].applied if r.kind == question.name]
                 why = f"{NAMES[having]}: " + ", ".join(f"`{rule}`" for rule in rules)
             else:
-                why = "; ".join(f"{NAMES[side]}: {_approval_text(first.decisions[side].approvals.get(question.name))}"
-                                for side in SIDES)
+                needs = {side: first.decisions[side].approvals.get(question.name, (0, FOREVER)) for side in SIDES}
+                why = _approval_change(needs, loose) + "; " + "; ".join(
+                    f"{NAMES[side]}: {_approval_text(needs[side])}" for side in SIDES)
             kind = question.direction if first.confirmed else "changed"
             changes.append(Change(kind, subject, f"{what}: {first.witness.text(first.entries, first.read)} ({why})"
                                   f"{_also(group)}{_unconfirmed(first)}", _witness_json(group)))
@@ -1044,6 +1163,25 @@ def _requirement_changes(policies: dict[str, CompiledPolicy], results: dict[Ques
             text += " → " + (", ".join(f"`{t}`" for t in added) or "nothing")
             changes.append(Change("rewritten", f"require {kind}",
                                   f"`{kind}` requirements rewritten, with the same effect on every call both allow: {text}"))
+
+
+def _approval_change(needs: dict[str, tuple[int, int]], loose: bool) -> str:
+    """What makes NEW's approval of a role weaker (`loose`) or stronger than OLD's: its number of
+    approvers, its `within`, or both — one edit may loosen one and tighten the other."""
+    (old_count, old_within), (new_count, new_within) = needs["old"], needs["new"]
+    if (new_count if loose else old_count) == 0:
+        return "none asked" if loose else "asked where OLD asks none"
+    parts = []
+    if (new_count < old_count) if loose else (new_count > old_count):
+        parts.append(f"{'fewer' if loose else 'more'} approvers, {old_count} → {new_count}")
+    if (new_within > old_within) if loose else (new_within < old_within):
+        parts.append(f"{'a longer' if loose else 'a shorter'} `within`, {_seconds_or_none(old_within)} → "
+                     f"{_seconds_or_none(new_within)}")
+    return " and ".join(parts)
+
+
+def _seconds_or_none(within: int) -> str:
+    return "no time bound" if within >= FOREVER else format_seconds(within)
 
 
 def _approval_text(need: tuple[int, int] | None) -> str:
