@@ -137,6 +137,27 @@ def test_an_approval_of_another_plan_version_does_not_count(runtime, demo):
     assert runtime.advance(run).steps["route"]["state"] == "succeeded"
 
 
+def test_a_waiting_step_says_which_approvals_a_new_version_or_a_changed_call_voided(runtime, demo):
+    text, name = example("deploy")
+    run = paused_at_route(runtime)
+    runtime.approve(run, "route", "alice", "operator")
+    runtime.approve(run, "route", "bob", "operator")
+    runtime.new_version(run, text.replace("version   4", "version   5"), name)
+    voided = "was given under plan version 4 (a new plan version needs new approvals)"
+    assert_still_waits(runtime, run, "route", demo, "dns.route",
+                       f'waiting for 1 more approval(s) by role "operator"; the approval by `alice` {voided}; '
+                       f"the approval by `bob` {voided}")
+
+    runtime.approve(run, "route", "Bob", "operator")  # bob again, for this version: his latest approval is named
+    preview = runtime.view(run).results["preview"]
+    other = {**preview, "id": "pv-elsewhere"}  # `route`'s target is computed from this result
+    runtime.journal.append(run, "result", {"result": other, "external_ref": other["id"]}, step="preview")
+    assert_still_waits(runtime, run, "route", demo, "dns.route",
+                       'waiting for 1 more approval(s) by role "operator"; the approval by `Bob` approved the call '
+                       "with other arguments (results it is computed from have changed since); the approval by "
+                       "`alice` was given under plan version 4")
+
+
 # ------------------------------------------------------------------ who and when
 def test_an_expired_approval_does_not_count(runtime, demo, clock):
     run = paused_at_route(runtime)
@@ -183,6 +204,19 @@ def test_the_same_approver_twice_counts_once(runtime, demo):
     report = runtime.advance(run)
     assert report.steps["refund"]["state"] == "succeeded"
     assert [e["tool"] for e in ledger(demo)] == ["payments.refund"]
+
+
+def test_names_that_differ_only_in_case_width_or_invisible_characters_are_one_approver(runtime, demo):
+    run = runtime.start(*example("refund"), baseline())
+    assert runtime.advance(run).steps["refund"]["state"] == "waiting_for_approval"
+    runtime.approve(run, "refund", "alice", "operator")
+    for name in ("bob", "Bob", "bob\u200b", "\u200dBOB", "ｂｏｂ"):  # zero-width space and joiner, full width
+        assert runtime.approve(run, "refund", name, "approver")["approver"] == name  # journaled as given
+    assert_still_waits(runtime, run, "refund", demo, "payments.refund", '1 more approval(s) by role "approver"')
+    with pytest.raises(RunError, match="not blanks"):
+        runtime.approve(run, "refund", "\u200b\u2060", "approver")  # invisible characters alone name no one
+    runtime.approve(run, "refund", "Carol", "approver")
+    assert runtime.advance(run).steps["refund"]["state"] == "succeeded"
 
 
 # ------------------------------------------------------------------ which run

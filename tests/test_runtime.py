@@ -214,7 +214,9 @@ def test_cli_run_pauses_then_approve_and_resume_go_on_to_success(tmp_path, demo)
     for info in shown["steps"].values():
         assert info == {"state": "succeeded", "attempts": 1}  # exactly the contract's shape
     with_reasons = json.loads(plangate("status", run, "--format", "json", "--reasons").stdout)
-    assert set(with_reasons) == {"run", "state", "steps", "reasons"} and with_reasons["steps"] == shown["steps"]
+    assert set(with_reasons) == {"run", "state", "steps", "reasons", "message"}
+    assert with_reasons["steps"] == shown["steps"]
+    assert with_reasons["message"] == "every step succeeded or was skipped"
 
 
 def test_approve_refuses_a_role_the_step_does_not_need(tmp_path, demo):
@@ -260,6 +262,35 @@ def test_an_open_decision_pauses_the_run_before_any_step(tmp_path, demo):
     status = json.loads(plangate("status", run_id(result.stdout), "--format", "json").stdout)
     assert status["state"] == "paused"
     assert all(info["attempts"] == 0 for info in status["steps"].values())
+
+
+def test_status_names_an_open_decision_and_how_a_new_version_settles_it(tmp_path, demo):
+    text, _ = example("deploy")
+    resolved = 'decision  "canary size" resolved "all of v2: it has no traffic yet"'
+    undecided = tmp_path / "undecided.plan"
+    undecided.write_text(text.replace(resolved, 'decision  "canary size" pending\n  decision "region" pending'))
+    plangate = cli_in(tmp_path, demo)
+    started = plangate("run", str(undecided), "--policy", "policies/baseline.policy", "--tools", str(DEMO_TOOLS),
+                       "--run", "r1")
+    assert started.returncode == 3, started.stdout + started.stderr
+    how = ("the decisions `canary size`, `region` are still open: settle them in a new version of the plan (a "
+           "higher `version`) that marks each `resolved \"…\"`, then `plangate run NEW.plan --run r1 --policy … "
+           "--tools …`")
+    assert how in started.stdout
+    status = plangate("status", "r1")
+    assert status.returncode == 0 and how in status.stdout and "the run can go on" not in status.stdout
+    shown = json.loads(plangate("status", "r1", "--format", "json", "--reasons").stdout)
+    assert shown["state"] == "paused" and shown["reasons"] == {} and shown["message"] == how
+    assert set(json.loads(plangate("status", "r1", "--format", "json").stdout)) == {"run", "state", "steps"}
+    resumed = plangate("resume", "r1", "--tools", str(DEMO_TOOLS))
+    assert resumed.returncode == 3 and how in resumed.stdout and ledger(demo) == []
+
+    decided = tmp_path / "decided.plan"
+    decided.write_text(text.replace("version   4", "version   5"))
+    settled = plangate("run", str(decided), "--policy", "policies/baseline.policy", "--tools", str(DEMO_TOOLS),
+                       "--run", "r1")
+    assert settled.returncode == 3 and "still open" not in settled.stdout  # on to `route`'s approval
+    assert [e["tool"] for e in ledger(demo)] == ["deploy.preview"]
 
 
 # ------------------------------------------------------------------ failures, retries, skips
@@ -310,7 +341,8 @@ def test_an_exception_naming_an_undecodable_file_fails_the_attempt_and_is_journa
         crash_after_intent(runtime, run, "n", "k")
         assert runtime.advance(run).steps["w"]["state"] == "outcome_unknown"
         assert kinds(runtime, run, "outcome_unknown", "w")[-1].body["reason"] == (
-            "the call may have happened, and the reconcile hook failed: RuntimeError: cannot open /data/\\udcff.json")
+            "the call may have happened, and the reconcile hook failed: RuntimeError: cannot open /data/\\udcff.json "
+            "(`plangate reconcile` settles it by hand)")
 
 
 def test_a_retried_step_without_a_key_gets_one_stable_derived_key(box):
@@ -1387,6 +1419,85 @@ def test_a_tool_that_calls_sys_exit_fails_its_attempt_and_a_tools_file_that_does
     assert "cannot load the tools: loading tools from" in refused.stderr and "SystemExit: 5" in refused.stderr
 
 
+def test_what_tools_and_hooks_print_goes_to_stderr_and_the_run_id_stays_the_first_line(tmp_path, demo):
+    plangate = cli_in(tmp_path, demo)
+    (tmp_path / "noisy.py").write_text(
+        "import sys\nfrom plangate import tool\n\nprint('loading the noisy tools')\n\n"
+        "@tool('t.read')\ndef read(key: str) -> dict:\n    print('reading', key)\n"
+        "    sys.stdout.write('written by ' + key + '\\n')\n    return {'value': key}\n\n"
+        "@tool('t.write')\ndef write(name: str, idempotency_key: str) -> dict:\n    print('writing', name)\n"
+        "    return {'name': name}\n\n"
+        "@write.reconcile\ndef asked(idempotency_key: str) -> None:\n    print('asked about', idempotency_key)\n")
+    (tmp_path / "t.policy").write_text(TEST_POLICY)
+    (tmp_path / "t.plan").write_text(plan_text(
+        '  step a { call t.read(key: "a") }\n  step b { call t.read(key: "b") }\n'
+        '  step w after a, b { call t.write(name: "w") risk reversible_write }'))
+    args = ("run", str(tmp_path / "t.plan"), "--policy", str(tmp_path / "t.policy"),
+            "--tools", str(tmp_path / "noisy.py"))
+    ran = plangate(*args, "--run", "r1")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert ran.stdout.splitlines()[0] == "r1" and ran.stdout.splitlines()[1] == "run r1: succeeded"
+    for said in ("loading the noisy tools", "reading a", "written by b", "writing w"):
+        assert said in ran.stderr and said not in ran.stdout
+
+    assert plangate(*args, "--run", "r2", fault="w:after_intent").returncode == -9  # killed mid-call of `w`
+    resumed = plangate("resume", "r2", "--tools", str(tmp_path / "noisy.py"))  # the hook says it did not happen
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert resumed.stdout.startswith("run r2: succeeded") and "asked about" not in resumed.stdout
+    assert "asked about r2:w:" in resumed.stderr and "writing w" in resumed.stderr
+
+
+def test_calls_printing_at_once_on_worker_threads_leave_standard_output_as_it_was(tmp_path, monkeypatch, capsys):
+    import sys
+
+    monkeypatch.delenv("PLANGATE_FAULT", raising=False)
+    both_in = threading.Barrier(2, timeout=10)
+
+    @tool("t.read")
+    def read(key: str) -> dict:
+        both_in.wait()  # both calls run at once: each switch of `sys.stdout` overlaps the other
+        print("reading", key)
+        return {"value": key}
+
+    registry = ToolRegistry()
+    registry.register(read)
+    stdout = sys.stdout
+    with runtime_at(tmp_path / "journal.db", registry) as runtime:
+        run = start_plan(runtime, '  step a { call t.read(key: "a") }\n  step b { call t.read(key: "b") }')
+        assert runtime.advance(run).state == "succeeded"
+    print("plangate's own line")
+    assert sys.stdout is stdout
+    out, err = capsys.readouterr()
+    assert out == "plangate's own line\n" and "reading a" in err and "reading b" in err
+
+
+def test_a_plan_key_that_its_tool_cannot_take_is_warned_of_and_the_journal_says_it_was_not_passed(tmp_path, demo):
+    plangate = cli_in(tmp_path, demo)
+    (tmp_path / "keyless.py").write_text(
+        "from plangate import tool\n\n"
+        "@tool('t.write')\ndef write(name: str, **more) -> dict:\n    return {'name': name, 'more': sorted(more)}\n\n"
+        "@tool('t.send')\ndef send(to: str, idempotency_key: str) -> dict:\n    return {'to': to}\n")
+    (tmp_path / "t.policy").write_text(TEST_POLICY.replace("require approval", "# require approval"))
+    (tmp_path / "t.plan").write_text(plan_text(
+        '  step w { call t.write(name: "w") risk reversible_write idempotency "w-1" }\n'
+        '  step s { call t.send(to: "ops") risk external_write idempotency "s-1" }\n'
+        '  step v { call t.write(name: "v") risk reversible_write }'))
+    ran = plangate("run", str(tmp_path / "t.plan"), "--policy", str(tmp_path / "t.policy"),
+                   "--tools", str(tmp_path / "keyless.py"), "--run", "r1")
+    assert ran.returncode == 0 and run_id(ran.stdout) == "r1", ran.stdout + ran.stderr
+    assert ran.stderr == ("plangate: warning: step `w` has an `idempotency` key, but its tool t.write takes no "
+                          "`idempotency_key` parameter: the key is not passed to it, so a retry or a resume after a "
+                          "crash may repeat the effect\n")  # not `s`, whose tool takes it, nor `v`, which has no key
+    with runtime_at(tmp_path / "journal.db") as runtime:
+        passed = {r.step: r.body["key_passed"] for r in kinds(runtime, "r1", "intent")}
+        assert runtime.view("r1").results["w"] == {"name": "w", "more": []}  # not even through `**more`
+    assert passed == {"w": False, "s": True, "v": False}
+    log = plangate("log", "r1").stdout
+    assert 'call t.write({"name":"w"}) key=w-1 (not passed: the tool takes no `idempotency_key`) attempt 1' in log
+    assert 'call t.send({"to":"ops"}) key=s-1 attempt 1' in log
+    assert plangate("resume", "r1", "--tools", str(tmp_path / "keyless.py")).stderr == ""  # nothing left to run
+
+
 def console_script(*args: str, cwd, demo):
     """The installed `plangate` console script (which, unlike `python -m`, does not put the
     current directory on `sys.path`)."""
@@ -2037,12 +2148,59 @@ def test_a_hand_settled_result_is_credited_to_the_operator_and_a_failing_hook_is
         report = runtime.advance(run)
         assert report.state == "paused" and report.steps["w"]["state"] == "outcome_unknown"
         assert report.steps["w"]["reason"] == ("the call may have happened, and the reconcile hook failed: "
-                                               "TimeoutError: the ledger is unreachable")
+                                               "TimeoutError: the ledger is unreachable (`plangate reconcile` "
+                                               "settles it by hand)")
         assert kinds(runtime, run, "outcome_unknown")[-1].body["reason"] == report.steps["w"]["reason"]
         runtime.reconcile(run, "w", True, "ops", {"name": "w"})
         assert runtime.advance(run).state == "succeeded"
         [evidence] = kinds(runtime, run, "evidence")
     assert evidence.body["how"] == "result reported by `ops` through `plangate reconcile`"
+
+
+@pytest.mark.parametrize("answer", [True, False])
+def test_a_reconcile_hook_that_answers_a_bool_leaves_the_outcome_unknown(tmp_path, monkeypatch, answer):
+    monkeypatch.delenv("PLANGATE_FAULT", raising=False)
+    calls: list[str] = []
+    with runtime_at(tmp_path / "journal.db", write_with_hook(lambda idempotency_key: answer, calls)) as runtime:
+        run = start_plan(runtime, '  step w { call t.write(name: "w") risk reversible_write idempotency "w" }')
+        crash_after_intent(runtime, run, "w", "w")
+        report = runtime.advance(run)
+        assert report.state == "paused" and report.steps["w"]["state"] == "outcome_unknown"
+        assert report.steps["w"]["reason"] == (
+            f"the call may have happened, and the reconcile hook failed: the reconcile hook of tool t.write returned "
+            f"{str(answer).lower()}, a bool: it must return the call's result if the call happened, or None if it did "
+            "not (`plangate reconcile` settles it by hand)")
+        assert kinds(runtime, run, "result") == [] and kinds(runtime, run, "reconciled") == [] and calls == []
+        runtime.reconcile(run, "w", False, "ops")  # the operator still can
+        assert runtime.advance(run).state == "succeeded" and calls == ["w"]
+
+
+def test_a_results_external_reference_is_journaled_and_shown_by_plangate_log(tmp_path, monkeypatch, capsys):
+    from plangate.cli import main
+
+    monkeypatch.delenv("PLANGATE_FAULT", raising=False)
+    answers = {"a": {"id": "pv-42", "url": "https://pv-42.example.com"}, "b": {"ref": 7, "url": "https://b"},
+               "c": {"id": True, "url": "https://c"}, "d": {"status": "ok"},
+               "e": {"id": "internal-9", "external_ref": "ticket-3"}}
+
+    @tool("t.read")
+    def read(key: str) -> dict:
+        return answers[key]
+
+    registry = ToolRegistry()
+    registry.register(read)
+    with runtime_at(tmp_path / "journal.db", registry) as runtime:
+        run = start_plan(runtime, "\n".join(f'  step {key} {{ call t.read(key: "{key}") }}' for key in answers))
+        assert runtime.advance(run).state == "succeeded"
+        refs = {r.step: r.body["external_ref"] for r in kinds(runtime, run, "result")}
+    assert refs == {"a": "pv-42", "b": 7, "c": "https://c", "d": None,  # the first of external_ref, id, ref, url
+                    "e": "ticket-3"}
+    capsys.readouterr()
+    assert main(["log", run, "--journal", str(tmp_path / "journal.db")]) == 0
+    lines = {line.split()[2]: line for line in capsys.readouterr().out.splitlines() if line.split()[1] == "result"}
+    assert lines["a"].endswith('result ref=pv-42 {"id":"pv-42","url":"https://pv-42.example.com"}')
+    assert lines["b"].endswith('result ref=7 {"ref":7,"url":"https://b"}')
+    assert lines["d"].endswith('result {"status":"ok"}')
 
 
 def test_a_time_budget_message_never_reads_as_equal_to_the_budget(tmp_path, monkeypatch):

@@ -96,7 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("run_id", metavar="RUN")
     status.add_argument("--format", choices=("text", "json"), default="text")
     status.add_argument("--reasons", action="store_true",
-                        help="with --format json, add `reasons`: why each step is in its state")
+                        help="with --format json, add `reasons` (why each step is in its state) and `message` "
+                             "(why the run is in its state, and what settles it)")
     status.add_argument("--journal", default=DEFAULT_JOURNAL, metavar="PATH")
 
     log = commands.add_parser("log", help="the journal of a run: effects, decisions, approvals, evidence")
@@ -448,6 +449,7 @@ def _run(args: argparse.Namespace) -> int:
         else:
             runtime.require_tools(result.plans[0], {})  # before the run is recorded
             runtime.start(plan_text, display_name(args.plan), policy_texts, run_id)
+        _warn_of_keys_not_passed(runtime, run_id)
         print(run_id)  # alone on the first line, for scripts: `RUN=$(plangate run … | head -1)`
         return _print_report(runtime.advance(run_id))
 
@@ -455,7 +457,15 @@ def _run(args: argparse.Namespace) -> int:
 @_runtime_command
 def _resume(args: argparse.Namespace) -> int:
     runtime = _runtime(args.journal, args.tools)
+    _warn_of_keys_not_passed(runtime, args.run_id)
     return _print_report(runtime.advance(args.run_id))
+
+
+def _warn_of_keys_not_passed(runtime, run_id: str) -> None:
+    """Say on standard error which plan keys the tools loaded cannot be given (`keys_not_passed`)."""
+    view = runtime.view(run_id)
+    for warning in runtime.keys_not_passed(view.plan, view.states):
+        print(f"plangate: warning: {warning}", file=sys.stderr)
 
 
 @_runtime_command
@@ -524,11 +534,12 @@ def _status(args: argparse.Namespace) -> int:
     runtime = _runtime(args.journal, read_only=True)
     report = runtime.report(args.run_id, runtime.view(args.run_id), record=False)
     if args.format == "json":
-        # exactly the contract's object; why each step is in its state only when asked for
+        # exactly the contract's object; why the run and each step are in their states only when asked for
         steps = {k: {"state": v["state"], "attempts": v["attempts"]} for k, v in report.steps.items()}
         shown: dict[str, Any] = {"run": report.run, "state": report.state, "steps": steps}
         if args.reasons:
             shown["reasons"] = {k: v["reason"] for k, v in report.steps.items() if v.get("reason")}
+            shown["message"] = report.message
         print(json.dumps(shown, indent=2))
         return 0
     _print_report(report)
@@ -570,11 +581,13 @@ def _summary(record) -> str:
     if record.kind == "run_started":
         return f"plan {body['plan_hash'][:19]} v{body['plan_version']}, policy {body['policy_hash'][:19]}"
     if record.kind == "intent":
-        return (f"{undo}call {body['tool']}({canonical_json(body['args'])}) key={body['idempotency_key']} "
+        unpassed = " (not passed: the tool takes no `idempotency_key`)" if body.get("key_passed") is False else ""
+        return (f"{undo}call {body['tool']}({canonical_json(body['args'])}) key={body['idempotency_key']}{unpassed} "
                 f"attempt {body['attempt']}")
     if record.kind == "result":
         text = canonical_json(body["result"])
-        return f"{undo}result " + (text if len(text) < 100 else text[:100] + "…")
+        ref = f"ref={body['external_ref']} " if body["external_ref"] is not None else ""
+        return f"{undo}result {ref}" + (text if len(text) < 100 else text[:100] + "…")
     if record.kind == "state":
         return f"→ {body['state']}: {body['reason']}"
     if record.kind == "approval":

@@ -14,7 +14,9 @@ no answer is `running` while another live process holds the run, else `outcome_u
 takes no lock: it computes the call and appends the approval with a compare-and-append on the run's
 chain head, so the approval is recorded only if the call it checked is still the run's call.
 
-A pass (`advance`) takes the steps in topological order and, for each that is not finished:
+A pass (`advance`) pauses at once while the plan has a pending decision (the report names it and
+how a new plan version settles it: `_open_decisions`); else it takes the steps in topological order
+and, for each that is not finished:
 - waits while an earlier step it depends on is unfinished; is `cancelled` after one that failed,
   was blocked or cancelled; is `skipped` when a step whose result it uses was skipped, or when its
   `when` is false;
@@ -22,13 +24,17 @@ A pass (`advance`) takes the steps in topological order and, for each that is no
 - asks the compiled policy about the concrete call: a deny makes it `blocked` (with the rule's
   reason); approvals required by the policy or asked for by the plan must be recorded and still
   bound to this exact call (plan hash and version, step, tool, canonical arguments, role, expiry,
-  distinct approvers), else the step is `waiting_for_approval` and the run pauses;
+  distinct approvers by normalised name: `_approver_key`), else the step is `waiting_for_approval`
+  and the run pauses, its reason saying why the approvals given do not count;
 - stops before a call that would break a budget (actual calls and declared costs so far, elapsed
   time) — the step is `blocked`;
-- then, around the effect: (1) journal the intent with the exact call and the idempotency key;
-  (2) call the tool; (3) journal the result and its external reference (or the failure);
-  (4) evaluate `expect` and journal evidence; (5) only then mark the step `succeeded`. A failed
-  attempt is retried while `retry` allows, with the same key.
+- then, around the effect: (1) journal the intent with the exact call and the idempotency key
+  (and whether the tool is given it: only a tool with an `idempotency_key` parameter is, and
+  `keys_not_passed` warns of a plan key that its tool cannot take); (2) call the tool;
+  (3) journal the result and its external reference (`_external_ref`: the result's `id`, `ref`,
+  `external_ref` or `url`, the first that is a string or an integer) or the failure; (4) evaluate
+  `expect` and journal evidence; (5) only then mark the step `succeeded`. A failed attempt is
+  retried while `retry` allows, with the same key.
 Calls of steps that are ready together run in a thread pool of the policy's concurrency limit; the
 journal is written only from the host's thread.
 
@@ -56,7 +62,8 @@ made are made, and no step's own call is made again.
 
 After a crash, an intent with no result is `outcome_unknown`. The host never calls again blindly:
 it asks the tool's reconcile hook with the key (a result: it happened; None: it did not, and the
-step is safe to call), else the run pauses until `plangate reconcile` settles it by hand. A step
+step is safe to call; anything else — an exception, a bool — settles nothing, and the reason says
+so), else the run pauses until `plangate reconcile` settles it by hand. A step
 left `running` with no open intent had its failed attempt journaled just before a crash: the pass
 records that failure (retry or `failed`) before anything else. A reconciliation that says a call
 happened is journaled with its result in one transaction (`Journal.append_many`), so a crash never
@@ -75,6 +82,7 @@ import os
 import signal
 import threading
 import time
+import unicodedata
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -124,6 +132,7 @@ ABANDONED_WAIT = 10
 # unknown outcome is settled after it.
 HOLD_FOLLOWERS, HOLD_SETTLED = "followers", "followers, settled"
 UNANSWERED = "the call may have happened: its answer was never recorded"
+BY_HAND = "`plangate reconcile` settles it by hand"  # said of an unknown outcome that a hook failed to settle
 
 
 @dataclass
@@ -405,9 +414,9 @@ class Runtime:
         if view.run_state == "aborting":  # an abort that did not finish: finish it, never call a step
             return self._finish_abort(run)
         self.require_tools(view.plan, view.states)
-        pending = [d.question for d in view.plan.decisions if d.pending]
-        if pending:
-            return self._pause(view, "the decision " + ", ".join(f"`{q}`" for q in pending) + " is still open")
+        undecided = _open_decisions(view.plan, run)
+        if undecided:
+            return self._pause(view, undecided)
         self._reconcile_unknown(view)
         limit = view.policy.limit("concurrency")
         # The policy's limit, which calls that timed out and still run count against; without one,
@@ -525,6 +534,22 @@ class Runtime:
             raise RunError(f"could not start: {'; '.join(misfits)} (the call does not fit the tool loaded for it; "
                            f"{nothing_done})")
 
+    def keys_not_passed(self, plan: Plan, states: dict[str, str]) -> list[str]:
+        """A warning for each step not yet finished whose plan gives an `idempotency` key that the
+        tool loaded for it cannot be given (it has no `idempotency_key` parameter): the key is then
+        journaled with the call but never reaches the tool, so a retry, or a call made again after
+        a crash settled as not happened, may repeat the effect. Said, not refused: a tool may be
+        idempotent by its arguments alone."""
+        warnings = []
+        for step in plan.steps:
+            tool = self.tools.get(step.call.tool) if step.call is not None else None
+            if step.idempotency is not None and states.get(step.id) not in FINISHED and tool is not None \
+                    and not tool.takes_idempotency_key:
+                warnings.append(f"step `{step.id}` has an `idempotency` key, but its tool {tool.name} takes no "
+                                f"`idempotency_key` parameter: the key is not passed to it, so a retry or a resume "
+                                "after a crash may repeat the effect")
+        return warnings
+
     def _time_out(self, run: str, running: dict[Future, tuple[str, dict[str, Any], float]]) -> int:
         """Calls past their step's `time`: the step becomes `outcome_unknown` (the call may still
         take effect), to be settled by the tool's reconcile hook or by hand — never called again
@@ -571,7 +596,8 @@ class Runtime:
             if not outcome.ok:  # the outcome stays unknown; say why, in the journal and the status
                 self.journal.append(view.run, "outcome_unknown", {
                     "idempotency_key": intent["idempotency_key"],
-                    "reason": f"the call may have happened, and the reconcile hook failed: {outcome.error}"},
+                    "reason": f"the call may have happened, and the reconcile hook failed: {outcome.error} "
+                              f"({BY_HAND})"},
                     step=step_id)
                 continue
             if outcome.result is None:
@@ -665,7 +691,8 @@ class Runtime:
         self.fault(step_id, "before_intent")
         attempt = view.attempts.get(step_id, 0) + 1
         intent = {"tool": step.call.tool, "args": args, "idempotency_key": key, "attempt": attempt,
-                  "args_hash": content_hash(args), "plan_hash": view.plan_hash}
+                  "args_hash": content_hash(args), "plan_hash": view.plan_hash,
+                  "key_passed": tool is not None and tool.takes_idempotency_key}
         _fold(view, self.journal.append(view.run, "intent", intent, step=step_id))  # later steps of this pass count it
         return intent
 
@@ -791,25 +818,45 @@ class Runtime:
         return needs
 
     def _missing_approvals(self, view: RunView, step: Step, args: dict[str, Any], requirements: list) -> str | None:
+        """Why the step's call waits for approvals (None when it need not): per role, how many more
+        distinct approvers (`_approver_key`) must approve this exact call, and why the approvals of
+        the others given in this run do not count: each one's latest expired (or has no readable
+        expiry), was given under an earlier plan version (a new version needs new approvals), or
+        approved another call (the tool, or arguments computed from results that changed)."""
         needs = self.required_approvals(view, step, requirements)
         if not needs:
             return None
         now = self.clock()
         args_hash = content_hash(args)
+
+        def why_not(approval: dict[str, Any]) -> str | None:
+            """Why an approval of the step by a role it needs does not bind to the call; None if it does."""
+            if approval["plan_version"] != view.plan_version:
+                return (f"was given under plan version {approval['plan_version']} (a new plan version needs new "
+                        "approvals)")
+            if approval["plan_hash"] != view.plan_hash:
+                return f"was given under another text of plan version {approval['plan_version']}"
+            if approval["tool"] != step.call.tool:  # type: ignore[union-attr]
+                return f"approved a call of another tool (`{approval['tool']}`)"
+            if approval["args_hash"] != args_hash:
+                return "approved the call with other arguments (results it is computed from have changed since)"
+            return None
+
         missing = []
         for role, (count, _within) in sorted(needs.items()):
-            bound = [approval for approval in view.approvals.get(step.id, [])
-                     if approval["role"] == role and approval["plan_hash"] == view.plan_hash
-                     and approval["plan_version"] == view.plan_version and approval["tool"] == step.call.tool
-                     and approval["args_hash"] == args_hash and approval.get("run") == view.run
+            given = [(approval, _approver_key(approval["approver"])) for approval in view.approvals.get(step.id, [])
+                     if approval["role"] == role and approval.get("run") == view.run
                      and isinstance(approval["approver"], str)]
-            approvers = {approval["approver"] for approval in bound if _unexpired(approval["expires_at"], now)}
+            approvers = {key for approval, key in given if key and why_not(approval) is None
+                         and _unexpired(approval["expires_at"], now)}
             if len(approvers) < count:
-                expired = {approval["approver"]: approval["expires_at"] for approval in bound
-                           if approval["approver"] not in approvers}
-                why = "".join(f"; the approval by `{name}` " + ("expired at " + at if _unexpired(at, float("-inf"))
-                                                                 else "has no readable expiry")
-                              for name, at in sorted(expired.items()))
+                uncounted: dict[str, tuple[str, str]] = {}  # approver → (name as given, why): the latest approval's
+                for approval, key in given:
+                    if key and key not in approvers:
+                        at = approval["expires_at"]
+                        uncounted[key] = (approval["approver"], why_not(approval) or (
+                            "expired at " + at if _unexpired(at, float("-inf")) else "has no readable expiry"))
+                why = "".join(f"; the approval by `{name}` {reason}" for name, reason in sorted(uncounted.values()))
                 missing.append(f'{count - len(approvers)} more approval(s) by role "{role}"{why}')
         return ("waiting for " + ", ".join(missing)) if missing else None
 
@@ -1119,7 +1166,7 @@ class Runtime:
             self.journal.append(view.run, "outcome_unknown", {
                 "idempotency_key": key, "rollback": True,
                 "reason": f"its rollback by `{intent['tool']}` may have happened, and the reconcile hook failed: "
-                          f"{outcome.error}"}, step=step_id)
+                          f"{outcome.error} ({BY_HAND})"}, step=step_id)
         elif outcome.result is None:  # it did not happen: it is made again, with the same key
             self.journal.append(view.run, "reconciled", {"happened": False, "by": HOOK, "rollback": True},
                                 step=step_id)
@@ -1170,7 +1217,8 @@ class Runtime:
             return
         self.journal.append(view.run, "intent", {"tool": tool_name, "args": args, "idempotency_key": key,
                                                  "attempt": view.rollback_calls.get(step.id, {}).get("attempt", 0) + 1,
-                                                 "rollback": True}, step=step.id)
+                                                 "key_passed": tool.takes_idempotency_key, "rollback": True},
+                            step=step.id)
         self.fault(step.id, "rollback_after_intent")
         within = _rollback_within(view.policy, tool_name)
         outcome = invoke(tool, kwargs) if within is None else self._invoke_within(view.run, step.id, tool, kwargs, within)
@@ -1224,8 +1272,10 @@ class Runtime:
                            "reason": view.reasons.get(step_id) or (_HELD_BACK if step_id in view.recheck else None)}
                  for step_id in ids}
         states = [info["state"] for info in steps.values()]
-        waits = reason or "; ".join(f"`{k}`: {v['reason'] or v['state']}" for k, v in steps.items()
-                                    if v["state"] in ("waiting_for_approval", "outcome_unknown"))
+        undecided = _open_decisions(view.plan, run)
+        waits = reason or "; ".join([*([undecided] if undecided else []),
+                                     *(f"`{k}`: {v['reason'] or v['state']}" for k, v in steps.items()
+                                       if v["state"] in ("waiting_for_approval", "outcome_unknown"))])
         stopped = "; ".join(f"`{k}` {v['state']}: {v['reason']}" for k, v in steps.items()
                             if v["state"] in ("blocked", "failed"))
         if view.run_state == "aborted":
@@ -1264,6 +1314,21 @@ class Runtime:
             if (tools_loaded or ended) and steps.get(step_id, {}).get("state") == "outcome_unknown"
             and (ended or getattr(self.tools.get(intent["tool"]), "reconcile_hook", None) is None))
         return RunReport(run, state, message, steps, needs_reconcile)
+
+
+def _open_decisions(plan: Plan, run: str) -> str | None:
+    """Why the run cannot go on while its plan has pending decisions, and how they are settled (a
+    new plan version that resolves them, given to `run --run`: `resume` only pauses again); None
+    when it has none."""
+    pending = [decision.question for decision in plan.decisions if decision.pending]
+    if not pending:
+        return None
+    named = ", ".join(f"`{question}`" for question in pending)
+    one = len(pending) == 1
+    return (f"the decision{'' if one else 's'} {named} {'is' if one else 'are'} still open: settle "
+            f"{'it' if one else 'them'} in a new version of the plan (a higher `version`) that marks "
+            f"{'it' if one else 'each'} `resolved \"…\"`, then `plangate run NEW.plan --run {run} --policy … "
+            "--tools …`")
 
 
 def _held_workers(abandoned: dict[Future, tuple[str, float]], workers: int) -> str:
@@ -1359,9 +1424,18 @@ def approver_and_role(approver: str, role: str) -> tuple[str, str]:
     if not isinstance(approver, str) or not isinstance(role, str):
         raise TypeError(f"an approver and a role are strings, not {type(approver).__name__} and {type(role).__name__}")
     approver, role = _name_text(approver, "approver's name"), _name_text(role, "role")
-    if not approver or not role:
+    if not _approver_key(approver) or not role:  # (a name of invisible characters alone is blank too)
         raise RunError("an approval needs an approver's name and a role (`--as NAME --role ROLE`), not blanks")
     return approver, role
+
+
+def _approver_key(name: str) -> str:
+    """Who an approver's name names, for counting distinct approvers: the name in Unicode NFKC,
+    case-folded, without format characters (zero-width spaces and joiners, bidi marks) and without
+    white space at its ends — `alice`, `Alice`, `ａｌｉｃｅ` and `alice` with a zero-width space are
+    one person. Approvals journal the name as it was given; an empty key names no one."""
+    visible = "".join(char for char in unicodedata.normalize("NFKC", name) if unicodedata.category(char) != "Cf")
+    return unicodedata.normalize("NFKC", visible.casefold()).strip()
 
 
 def _name_text(name: str, what: str) -> str:
@@ -1903,9 +1977,11 @@ def _call_tool(tools: ToolRegistry, intent: dict[str, Any]) -> Outcome:
 
 
 def _external_ref(result: Any) -> Any:
+    """Where the effect can be found outside: the first of the result's `external_ref`, `id`, `ref`
+    and `url` fields that is a string or an integer (not a bool); None for any other result."""
     if isinstance(result, dict):
-        for key in ("id", "ref", "external_ref", "url"):
-            if isinstance(result.get(key), (str, int)):
+        for key in ("external_ref", "id", "ref", "url"):
+            if isinstance(result.get(key), (str, int)) and not isinstance(result[key], bool):
                 return result[key]
     return None
 

@@ -2,7 +2,10 @@
 
 `@tool("deploy.preview")` turns a function into a `Tool`, still callable like the function. Its
 keyword parameters are the call's arguments; a parameter named `idempotency_key` receives the
-step's key from the runtime, never from the plan. `@preview.reconcile` registers the hook that,
+step's key from the runtime, never from the plan. A tool without that parameter is not given the
+key, not even through `**kwargs` (which may pass its keywords on to an API that takes no such
+thing): `Tool.takes_idempotency_key` says which, and the runtime warns of a plan key such a tool
+cannot honour. `@preview.reconcile` registers the hook that,
 after a crash, answers whether the call with a given key happened (its result) or not (None).
 Signatures and type hints are read when the decorator runs, so a tool that can never be bound
 (positional-only parameters, hints that do not resolve) fails when its file loads, not mid-run.
@@ -20,6 +23,14 @@ that plangate imports lazily; modules imported meanwhile stay imported. Each fil
 loaded once per registry: a file named twice, or a module whose file was already loaded, adds
 nothing (and is no conflict with itself).
 
+Standard output is plangate's own (`plangate run` prints the run id alone on its first line, for
+scripts): what a tools file writes to it while it is imported, and what a tool or a reconcile hook
+writes to it while it is called, goes to standard error instead (`_stdout_to_stderr`). The switch
+is made per thread, since calls run on worker threads and may outlive the pass that made them:
+while any tool runs, `sys.stdout` is a `_ToolStdout` that sends a tool's thread's writes to
+`sys.stderr` and every other thread's where they were going. A thread a tool starts itself, and a
+child process (which writes to the file descriptor), are not redirected.
+
 `bind(tool, args, idempotency_key)` checks the plan's arguments against the parameters: missing
 required ones, unknown names (unless the function takes `**kwargs`) and the type hints `str`,
 `int`, `float` (an `int` is accepted too), `bool`, `dict[...]`, `list[...]`, `X | None`,
@@ -31,7 +42,8 @@ other `BaseException` (`sys.exit()` in a tool fails the attempt, never ends plan
 `KeyboardInterrupt`, which still stops the process (the open intent is then an unknown outcome); a result that has
 no canonical JSON form fails too, and a successful result is the JSON value the journal will hold
 (tuples become lists, `Decimal`s strings), so a replayed run sees what the live run saw.
-`invoke_reconcile(tool, idempotency_key)` does the same for the reconcile hook.
+`invoke_reconcile(tool, idempotency_key)` does the same for the reconcile hook, whose answer is the
+call's result or None: a bool says neither (`True` is no result), so it fails too.
 """
 
 from __future__ import annotations
@@ -170,11 +182,13 @@ class ToolRegistry:
             path = Path(module_or_file)
             if path.is_file() and str(path.resolve()) in self._loaded:
                 return []  # named twice: once is enough
-            module_or_problem = _import_file(path)
+            with _stdout_to_stderr():
+                module_or_problem = _import_file(path)
         else:
             if module_or_file in self._loaded:
                 return []
-            module_or_problem = _import_module(module_or_file)
+            with _stdout_to_stderr():
+                module_or_problem = _import_module(module_or_file)
         if isinstance(module_or_problem, str):
             return [module_or_problem]
         names = {module_or_problem.__name__} if not looks_like_file else set()
@@ -250,7 +264,9 @@ def invoke(called_tool: Tool, kwargs: dict[str, Any]) -> Outcome:
 def invoke_reconcile(called_tool: Tool, idempotency_key: str,
                      within: tuple[float, str] | None = None) -> Outcome:
     """Ask the tool's reconcile hook about the call with `idempotency_key`: an `ok` outcome's
-    result is what the call returned, or None when it did not happen. `within` (seconds, as
+    result is what the call returned, or None when it did not happen. A hook that returns a bool
+    fails (the outcome stays unknown): `True` would settle the call as having happened with
+    `true` for its result, which `expect` and later steps would then read. `within` (seconds, as
     written): the step's time bound, which holds for its hook as for its call; a hook that has not
     answered by then is left running on a daemon thread (it cannot hold the process open) and the
     outcome is a failure, so the step stays unknown."""
@@ -258,8 +274,17 @@ def invoke_reconcile(called_tool: Tool, idempotency_key: str,
     if hook is None:
         return Outcome(False, error=f"tool {called_tool.name} has no reconcile hook")
     what = f"the reconcile hook of tool {called_tool.name}"
-    if within is None:
-        return _call(hook, {IDEMPOTENCY_PARAMETER: idempotency_key}, what)
+    answer = _call(hook, {IDEMPOTENCY_PARAMETER: idempotency_key}, what) if within is None else \
+        _ask_within(hook, idempotency_key, what, within, called_tool.name)
+    if answer.ok and isinstance(answer.result, bool):  # "it happened" says nothing of what the call returned
+        return Outcome(False, error=f"{what} returned {json.dumps(answer.result)}, a bool: it must return the "
+                                    "call's result if the call happened, or None if it did not")
+    return answer
+
+
+def _ask_within(hook: Callable[..., Any], idempotency_key: str, what: str, within: tuple[float, str],
+                tool_name: str) -> Outcome:
+    """`hook`'s answer on a daemon thread of its own, waited for `within` seconds."""
     answers: list[Outcome] = []
     interrupted: list[KeyboardInterrupt] = []
 
@@ -269,7 +294,7 @@ def invoke_reconcile(called_tool: Tool, idempotency_key: str,
         except KeyboardInterrupt as interrupt:  # raised again on the caller's thread, as without `within`
             interrupted.append(interrupt)
 
-    asking = threading.Thread(target=ask, name=f"plangate-reconcile-{called_tool.name}", daemon=True)
+    asking = threading.Thread(target=ask, name=f"plangate-reconcile-{tool_name}", daemon=True)
     asking.start()
     asking.join(within[0])
     if interrupted:
@@ -398,13 +423,55 @@ def _preview(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+class _ToolStdout:
+    """`sys.stdout` while a tool runs (`_stdout_to_stderr`): what a thread that is running a tool
+    or loading tools writes goes to `sys.stderr`, what any other thread writes to the stream it
+    stands in for."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(sys.stderr if getattr(_in_tools, "depth", 0) else self.stream, name)
+
+
+_in_tools = threading.local()  # `depth`: how many tool calls or loads this thread is inside
+_stdout_mutex = threading.Lock()
+_stdout_users = 0  # the tool calls and loads in progress, on every thread
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """For the block, what this thread writes to standard output goes to standard error: plangate's
+    standard output is its own (`plangate run` prints the run id on its first line). The first
+    block to begin puts a `_ToolStdout` in `sys.stdout`, the last to end takes it out, so blocks on
+    several threads (calls in the pool, hooks and rollbacks on threads of their own, a call that
+    timed out and still runs) never restore each other's stream, and other threads' output is left
+    where it was going."""
+    global _stdout_users
+    with _stdout_mutex:
+        if _stdout_users == 0 and sys.stdout is not None and not isinstance(sys.stdout, _ToolStdout):
+            sys.stdout = _ToolStdout(sys.stdout)  # type: ignore[assignment]
+        _stdout_users += 1
+    _in_tools.depth = getattr(_in_tools, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _in_tools.depth -= 1
+        with _stdout_mutex:
+            _stdout_users -= 1
+            if _stdout_users == 0 and isinstance(sys.stdout, _ToolStdout):  # (unless replaced meanwhile)
+                sys.stdout = sys.stdout.stream
+
+
 def _call(function: Callable[..., Any], kwargs: dict[str, Any], what: str) -> Outcome:
     try:
-        result = function(**kwargs)
-        if inspect.iscoroutine(result):  # an `async def` tool or hook: run it to its end on this thread
-            import asyncio  # only for such tools: importing it costs more than the rest of this module
+        with _stdout_to_stderr():
+            result = function(**kwargs)
+            if inspect.iscoroutine(result):  # an `async def` tool or hook: run it to its end on this thread
+                import asyncio  # only for such tools: importing it costs more than the rest of this module
 
-            result = asyncio.run(result)
+                result = asyncio.run(result)
     except KeyboardInterrupt:
         raise
     except BaseException as error:  # SystemExit too: a tool cannot end the run, only fail its attempt
