@@ -192,25 +192,57 @@ def test_conditions_outside_the_subset_count_as_possibly_running():
     found = diagnostics(plan)
     assert names(found) == ["budget-exceeded:error", "decided-at-run-time:note"]
     assert any("run-time conditions of `a`" in note for d in found for note in d.notes)
+    found = diagnostics(plan.replace('["a", "b"].exists(p, x.result.name == p)', "int(x.result.n) > 2"))
+    assert names(found) == ["budget-exceeded:error", "decided-at-run-time:note"]
+    (note,) = [d for d in found if d.name == "decided-at-run-time"]
+    assert "`int(x.result.n) > 2` is outside the subset" in note.message
+    assert "never together with a step whose `when` is its negation" in note.message
 
 
 @pytest.mark.parametrize("first, second", [
     ("x.result.error == null", "x.result.error != null"),
     ('x.result.name.matches("(?i)^a")', '!x.result.name.matches("(?i)^a")'),  # a flag: not translated
     ('"x" in x.result.tags', '!("x" in x.result.tags)'),
+    ('x.result.tags.exists(t, t == "x")', '!x.result.tags.exists(t, t == "x")'),
+    ('x.result.tags.all(t, t != "x")', 'x.result.tags.all(t, t != "x") == false'),
+    ("int(x.result.n) > 2", "int(x.result.n) <= 2"),
+    ("int(x.result.n) == 2", "int(x.result.n) != 2"),
 ])
 def test_an_opaque_condition_and_its_negation_are_exclusive(first, second):
-    """A condition outside the subset is one Boolean atom shared by the branches: its negation
-    never runs together with it."""
+    """A condition outside the subset is one Boolean atom shared by the branches (keyed by its
+    text; `a > b` and `a <= b` are one test): its negation never runs together with it."""
     plan = f"""plan p {{
       budget {{ cost <= 4 usd }}
       step x {{ call t.x() }}
       step a {{ call t.a() when {first} cost 4 usd }}
       step b {{ call t.b() when {second} cost 4 usd }}
     }}"""
+    notes = [d for d in diagnostics(plan) if d.name == "decided-at-run-time"]  # `exists`, `int()`: outside the subset
+    assert [d for d in diagnostics(plan) if d not in notes] == []
+    [found] = [d for d in diagnostics(plan.replace("cost <= 4 usd", "cost <= 3 usd")) if d.name != "decided-at-run-time"]
+    assert "`4 usd`" in found.message and any("run-time conditions of" in note for note in found.notes)
+
+
+@pytest.mark.parametrize("first, second", [
+    ("x.result.status == 200", 'x.result.status == "error"'),
+    ("x.result.ok == true", 'x.result.ok == "yes"'),
+    ('x.result.n == "1"', "x.result.n == 1"),
+    ('x.result.n == "1" && x.result.m > 3', "x.result.n == 1.0"),
+    ("x.result.n == null", 'x.result.n == "a"'),
+])
+def test_a_value_compared_with_constants_of_two_types_is_one_of_them_at_most(first, second):
+    """A run-time value has one type: the steps that need it to be 200 and "error" never run
+    together; a budget that only one of them fits in passes, and one that neither fits in gets a
+    witness with the value that runs the dearer step."""
+    plan = f"""plan p {{
+      budget {{ cost <= 4 usd }}
+      step x {{ call t.x() }}
+      step a {{ call t.a() when {first} cost 4 usd }}
+      step b {{ call t.b() when {second} cost 3 usd }}
+    }}"""
     assert diagnostics(plan) == []
     [found] = diagnostics(plan.replace("cost <= 4 usd", "cost <= 3 usd"))
-    assert "`4 usd`" in found.message and any("run-time conditions of" in note for note in found.notes)
+    assert "`4 usd`" in found.message and any(note.startswith("conditions that hold: `a`") for note in found.notes)
 
 
 @pytest.mark.parametrize("order", ["as written", "reversed"])
@@ -458,12 +490,14 @@ def test_the_list_schedule_starts_ready_steps_in_the_runtimes_order():
       step s3 after s2 { call t.d() time 3m }
       step s4 { call t.e() time 2m }
     }"""
-    # topological order (Kahn, ties in plan order): s2 s0 s3 s4 s1; in plan order s3 would start
-    # after s0 and s1, at 3m, and end at 6m
+    # topological order (Kahn, ties in plan order): s2 s0 s3 s4 s1; at their worst the steps take
+    # 5m in that order (in plan order s3 would start after s0 and s1, at 3m, and end at 6m); but if
+    # s4 ends a second early, s1 takes a worker before s2's followers are ready, and s3 starts last
+    loads = budget.evaluate(context(plan, CONCURRENCY)).loads
+    assert budget_module.list_schedule(loads, [True] * 5, 2).makespan == 5 * 60
     [found] = diagnostics(plan, CONCURRENCY)
-    assert found.severity.value == "warning" and "Graham's bound is `7m`" in found.message
-    assert "the longest schedule found in the runtime's order takes 5m" in found.notes[1]
-    assert found.notes[2].endswith("`s2` 0s–2m, `s4` 0s–2m, `s0` 2m–3m, `s3` 2m–5m, `s1` 3m–4m")
+    assert found.severity.value == "error" and "can take `5m59s`" in found.message
+    assert found.notes[0].endswith("`s2` 0s–2m, `s4` 0s–1m59s, `s1` 1m59s–2m59s, `s0` 2m–3m, `s3` 2m59s–5m59s")
 
 
 def test_a_schedule_over_the_bound_is_an_error():
@@ -489,6 +523,47 @@ def test_a_step_that_ends_early_can_make_the_schedule_longer():
     [found] = diagnostics(plan, policy)
     assert found.severity.value == "error" and "can take `15m`" in found.message
     assert found.notes[1].endswith("`t1` (0s of its 3m)")
+
+
+def test_a_step_that_ends_just_before_another_can_make_the_schedule_longer():
+    """`d` ending a second before `a` lets `e` take a worker before `a`'s followers are ready: `c`
+    then waits for `e` and the run takes 9m59s, not the 8m of every step at its worst; the witness
+    replays on the runtime's own loop."""
+    plan = """plan h {
+      budget { time <= 8m }
+      step a { call t.a() time 4m }
+      step b after a { call t.a() time 2m }
+      step c after a { call t.a() time 4m }
+      step d { call t.a() time 4m }
+      step e { call t.a() time 2m }
+    }"""
+    policy = "policy q { tool t.* { risk read_only } limit concurrency <= 2 }"
+    report = budget.evaluate(context(plan, policy))
+    assert budget_module.list_schedule(report.loads, [True] * 5, 2).makespan == 8 * 60
+    [found] = diagnostics(plan, policy)
+    assert found.severity.value == "error" and "can take `9m59s`" in found.message
+    assert found.notes[1].endswith("`d` (3m59s of its 4m)")
+    [finding] = report.findings
+    assert runtime_makespan(report.loads, [True] * 5, 2, finding.timing) == 9 * 60 + 59
+
+
+def test_steps_that_end_early_together_can_make_the_schedule_longer():
+    """Graham's example needs several steps shorter at once (no one of them alone lengthens the
+    schedule past 15m): the random timings tried after the local search find one, and it replays."""
+    plan = """plan g {
+      budget { time <= 15m }
+      step t1 { call t.a() time 3m }   step t2 { call t.a() time 2m }   step t3 { call t.a() time 2m }
+      step t4 { call t.a() time 2m }
+      step t5 after t4 { call t.a() time 4m }   step t6 after t4 { call t.a() time 4m }
+      step t7 after t4 { call t.a() time 4m }   step t8 after t4 { call t.a() time 4m }
+      step t9 after t1 { call t.a() time 9m }
+    }"""
+    policy = "policy q { tool t.* { risk read_only } limit concurrency <= 3 }"
+    report = budget.evaluate(context(plan, policy))
+    [finding] = report.findings
+    assert finding.verdict == "exceeded" and finding.schedule.makespan > 15 * 60
+    assert runtime_makespan(report.loads, [True] * 9, 3, finding.timing) == finding.schedule.makespan
+    assert [d.severity.value for d in diagnostics(plan, policy)] == ["error"]
 
 
 def test_a_branch_with_less_work_can_take_longer():

@@ -395,6 +395,11 @@ def test_a_policy_that_cannot_be_read_is_named_in_the_no_policy_note(files: Path
     assert code == 2
     assert "no-policy: the policy `missing.policy` could not be read" in out
     assert "no policy was given" not in out
+    code, out, _ = run(capsys, "check", "clean.plan", "--policy", "missing.policy", "--format", "json")
+    names = [d["name"] for d in json.loads(out)["diagnostics"]]
+    assert code == 2 and "no-policy" in names  # in every format, unlike the note that none was given
+    code, out, _ = run(capsys, "check", "clean.plan", "--format", "json")
+    assert code == 0 and json.loads(out)["diagnostics"] == []
 
 
 def test_the_summary_counts_every_plan_given_even_one_that_cannot_be_read(files: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -27,6 +27,7 @@ topological order and predecessors point backwards; every pass is linear.
 from __future__ import annotations
 
 import heapq
+import random
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Iterable, Sequence
@@ -236,11 +237,12 @@ def longest_schedule(loads: Loads, executions: Iterable[Sequence[bool]], workers
     needed, can let other steps take the workers first and delay a long one, so the schedule with
     every step at its worst is not the longest. The search: each execution with the worst timing,
     then, from the longest, a local search over the running steps in topological order — a step's
-    attempts take no time, or it succeeds at its first attempt — keeping every change that
-    lengthens the schedule, pass after pass until none does, the schedule is over `threshold`, or
-    `effort` is spent (each simulation costs the attempts it makes). It finds what it finds: a
-    schedule over the threshold is a real execution; one within it proves nothing (Graham's bound
-    decides the rest)."""
+    attempts take no time, it succeeds at its first attempt, or its attempts end one second before
+    another step ends that ends while it runs (so the steps that one frees find a worker taken:
+    `_early_ends`) — keeping every change that lengthens the schedule, pass after pass until none
+    does, the schedule is over `threshold`, or `effort` is spent (each simulation costs the
+    attempts it makes); then random timings (`_shaken`). It finds what it finds: a schedule over the threshold is a real execution;
+    one within it proves nothing (Graham's bound decides the rest)."""
     worst = Timing.worst(loads)
     found: tuple[int, Schedule, Timing, Sequence[bool]] | None = None
     for number, runs in enumerate(executions):
@@ -263,6 +265,7 @@ def longest_schedule(loads: Loads, executions: Iterable[Sequence[bool]], workers
             variants = [(attempts[index], 0)] if seconds[index] else []
             if attempts[index] > 1:
                 variants.append((1, seconds[index]))
+            variants += [(attempts[index], shorter) for shorter in _early_ends(best, index, seconds[index])]
             for trial_attempts, trial_seconds in variants:
                 kept = attempts[index], seconds[index]
                 attempts[index], seconds[index] = trial_attempts, trial_seconds
@@ -277,7 +280,64 @@ def longest_schedule(loads: Loads, executions: Iterable[Sequence[bool]], workers
                 attempts[index], seconds[index] = kept
             if best.makespan > threshold:
                 break
+    if best.makespan <= threshold:
+        best, timing = _shaken(loads, runs, workers, threshold, effort, best, timing)
     return number, best, timing
+
+
+_SHAKES = 2_000  # random timings tried after the local search, at most
+
+
+def _shaken(loads: Loads, runs: Sequence[bool], workers: int, threshold: int, effort: Effort,
+            best: Schedule, timing: Timing) -> tuple[Schedule, Timing]:
+    """The longest of `best` and random timings of `runs`: anomalies that need several steps to end
+    early at once (Graham's example: every step one unit shorter), which changes of one step at a
+    time do not reach. A trial either shortens a random half of the running steps to random times
+    (and some retried steps to fewer attempts), or every step by one random amount. Seeded by the
+    plan's size: the same plan gets the same answer. Stops over `threshold`, after `_SHAKES`
+    trials, or when `effort` is spent."""
+    rng = random.Random(len(loads))
+    running = [index for index in range(len(loads)) if runs[index] and loads.seconds[index] > 0]
+    if not running:
+        return best, timing
+    longest = max(loads.seconds[index] for index in running)
+    for _ in range(_SHAKES):
+        attempts, seconds = list(loads.attempts), list(loads.seconds)
+        if rng.random() < 0.5:
+            for index in running:
+                if rng.random() < 0.5:
+                    seconds[index] = rng.randint(0, seconds[index])
+                if attempts[index] > 1 and rng.random() < 0.25:
+                    attempts[index] = rng.randint(1, attempts[index])
+        else:
+            cut = rng.randint(1, longest)
+            for index in running:
+                seconds[index] = max(0, seconds[index] - cut)
+        if not effort.take(_attempts_made(attempts, runs)):
+            break
+        trial = Timing(tuple(attempts), tuple(seconds))
+        schedule = list_schedule(loads, runs, workers, trial)
+        if schedule.makespan > best.makespan:
+            best, timing = schedule, trial
+            if best.makespan > threshold:
+                break
+    return best, timing
+
+
+_EARLY_ENDS = 3  # ends of other steps a step is tried ending just before, the latest first
+
+
+def _early_ends(schedule: Schedule, index: int, seconds: int) -> list[int]:
+    """Times per attempt for step `index` that end its last attempt one second before another
+    step's end during it (the latest few): a tie broken the other way round, which can hand a
+    worker to a step that was waiting, ahead of the steps the other one frees (Graham's anomaly)."""
+    last = max(((start, end) for step, start, end in schedule.starts if step == index), default=None)
+    if last is None:
+        return []
+    start, end = last
+    ends = sorted({other_end for step, _, other_end in schedule.starts
+                   if step != index and start < other_end <= end}, reverse=True)
+    return [other_end - 1 - start for other_end in ends[:_EARLY_ENDS] if 0 < other_end - 1 - start < seconds]
 
 
 def _attempts_made(attempts: Sequence[int], runs: Sequence[bool]) -> int:

@@ -122,13 +122,14 @@ def evaluate(ctx: PlanContext) -> Report:
     time_bound = float(ctx.options.get("solver_time_bound", DEFAULT_TIME_BOUND))
     branches = Branches(ctx.graph, loads, time_bound)
     report.branches = branches
-    for guard in branches.runtime_guards():
+    for guard in branches.guards_decided_at_run_time():
         condition = ctx.graph.steps[guard.step].when
         assert condition is not None
         diagnostics.append(diagnostic(
             "decided-at-run-time", condition.span,
             f"the `when` of step `{guard.step}` is decided at run time ({guard.reason}): budgets count "
-            f"the step as possibly running"))
+            f"the step as possibly running" + ("" if guard.kind == "runtime" else
+                                               ", though never together with a step whose `when` is its negation")))
     weights = {"cost": [a * c for a, c in zip(loads.attempts, loads.cost)], "calls": list(loads.attempts)}
     for figure in ("cost", "calls"):
         figure_bounds = [bound for bound in bounds if bound.figure == figure]

@@ -217,16 +217,26 @@ def _approvals(step: Step, requirements: list[tuple[CompiledRequirement, str]]) 
             continue
         # The plan's clauses for one role merge as the policy's do (the most approvers, the shortest
         # `within`): the run waits for that many approvals, each valid that long.
+        # One diagnostic per step and role, saying every way the plan falls short.
         most = max(same_role, key=lambda spec: spec.count)
-        if most.count < need.count:
-            yield diagnostic("approval-insufficient", most.span,
-                             f"step `{step.id}` asks for {most.count} approver{'s' if most.count != 1 else ''} "
-                             f"of role `{need.role}`, but {need.count} are required",
-                             labels=labels, notes=notes, help=f"write `approval by {wanted}`")
         shortest = min((spec.within for spec in same_role if spec.within is not None),
                        key=lambda within: within.seconds, default=None)
         unbounded = any(spec.within is None for spec in same_role)  # takes the policy's: never longer
-        if shortest is not None and not unbounded and need.within is not None and shortest.seconds > need.within:
+        too_few = most.count < need.count
+        too_long = shortest is not None and not unbounded and need.within is not None and shortest.seconds > need.within
+        asked = f"{most.count} approver{'s' if most.count != 1 else ''} of role `{need.role}`"
+        if too_few and too_long:
+            assert shortest is not None and need.within is not None
+            yield diagnostic("approval-insufficient", most.span,
+                             f"step `{step.id}` asks for {asked} for {shortest.text}, but {need.count} are required, "
+                             f"within {format_seconds(need.within)}",
+                             labels=labels, notes=notes, help=f"write `approval by {wanted}`")
+        elif too_few:
+            yield diagnostic("approval-insufficient", most.span,
+                             f"step `{step.id}` asks for {asked}, but {need.count} are required",
+                             labels=labels, notes=notes, help=f"write `approval by {wanted}`")
+        elif too_long:
+            assert shortest is not None and need.within is not None
             yield diagnostic("approval-insufficient", shortest.span,
                              f"step `{step.id}` lets an approval by role `{need.role}` last {shortest.text}, "
                              f"longer than the {format_seconds(need.within)} required",

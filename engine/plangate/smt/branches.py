@@ -12,7 +12,9 @@ anything else (false, an error, no bool) means the step never runs, as at run ti
 taken in groups that name the same steps. A group of
 simple conditions (`simple.py`: fields compared with constants) is read as atoms. Otherwise each
 `when` is encoded (`encode.Encoder`) over an activation in which every step's result is an
-`Unknown` (opaque conditions — `matches`, `== null`, `in` over a run-time list — are Boolean atoms
+`Unknown` (opaque conditions — `matches`, `== null`, `== c` of another type than the value's other
+uses, `in` over a run-time list, and tests outside the subset such as `exists` or `int(x) > 2`
+(keyed by their text, and reported as decided at run time) — are Boolean atoms
 shared by the group, so a condition and its negation never fire together; a witness takes them to
 hold as its pattern says, and says so): it folds to always or never; or it is outside the subset ("run time": taken to
 possibly fire — sound for upper bounds, and said in every witness that uses it; conditions that
@@ -91,7 +93,9 @@ class Guard:
     step: str
     condition: Expr
     kind: str  # "symbolic" | "runtime"
-    reason: str | None = None  # for "runtime": what is outside the subset
+    # What is outside the subset: for "runtime", the whole condition; for "symbolic", a test in it
+    # taken as an opaque condition (`Encoder.test_atom`)
+    reason: str | None = None
     paths: tuple[str, ...] = ()  # the run-time values it reads (for links and explanations)
     component: int = -1
     opaque: bool = False  # it holds an opaque condition (`matches`…): a witness takes it to hold as chosen
@@ -175,16 +179,16 @@ class Branches:
             for part in _components([self.guards[step_id] for step_id in steps]):
                 self._add_component(part, atoms=[found[steps.index(guard.step)] for guard in part])
             return
-        encoder = Encoder(activation, opaque=True)
+        encoder = Encoder(activation, opaque=True, opaque_tests=True)
         fires: dict[str, str] = {}
         reads: dict[str, set[str]] = {}
-        opaque: dict[str, bool] = {}
+        opaque: dict[str, set[str]] = {}
         try:
             for step_id in steps:
                 encoder.touched, encoder.atoms_touched = set(), set()
                 fires[step_id] = encoder.fires(conditions[step_id])
                 reads[step_id] = encoder.touched
-                opaque[step_id] = bool(encoder.atoms_touched)
+                opaque[step_id] = encoder.atoms_touched
             encoder.values()  # every value's sort must be settled
         except (Unsupported, RecursionError) as error:
             reasons = {step_id: self._reason_alone(conditions[step_id], activation) for step_id in steps}
@@ -205,8 +209,10 @@ class Branches:
                 self.never[step_id] = step_id
             elif fires[step_id] != "true":
                 paths = tuple(sorted(reads[step_id] & linking))
-                self.guards[step_id] = Guard(step_id, conditions[step_id], "symbolic", paths=paths,
-                                             opaque=opaque[step_id])
+                outside = next((atom.reason for key, atom in encoder.atoms.items()
+                                if key[0] == "test" and atom.name in opaque[step_id]), None)
+                self.guards[step_id] = Guard(step_id, conditions[step_id], "symbolic", outside, paths=paths,
+                                             opaque=bool(opaque[step_id]))
                 symbolic.append(self.guards[step_id])
         parts = _components(symbolic)
         if len(parts) == 1:
@@ -218,7 +224,7 @@ class Branches:
     @staticmethod
     def _reason_alone(condition: Expr, activation: Mapping[str, object]) -> str | None:
         """Why `condition` on its own is outside the subset, if it is."""
-        encoder = Encoder(activation, opaque=True)
+        encoder = Encoder(activation, opaque=True, opaque_tests=True)
         try:
             encoder.fires(condition)
             encoder.values()
@@ -238,7 +244,7 @@ class Branches:
     def pattern_group(self, component: Component) -> solve.PatternGroup:
         """The component's text for the solver (encoded on first need)."""
         if component.group is None:
-            encoder = Encoder(self.activation, opaque=True)
+            encoder = Encoder(self.activation, opaque=True, opaque_tests=True)
             fires = [encoder.fires(self.guards[step].condition) for step in component.guards]
             component.encoder, component.group = encoder, _pattern_group(encoder, fires)
         return component.group
@@ -283,8 +289,10 @@ class Branches:
 
     # -- facts for explanations -------------------------------------------------------------
 
-    def runtime_guards(self) -> list[Guard]:
-        return [guard for guard in self.guards.values() if guard.kind == "runtime"]
+    def guards_decided_at_run_time(self) -> list[Guard]:
+        """The guards with something outside the subset: "runtime" ones, and symbolic ones with
+        an opaque test (`reason` says what)."""
+        return [guard for guard in self.guards.values() if guard.reason is not None]
 
     def assumed(self, runs: Sequence[bool]) -> list[str]:
         """The running steps whose guard sets hold a condition decided at run time."""

@@ -56,11 +56,16 @@ Invariants:
   the texts the pattern finds a match in (`plangate.smt.regex`), when the pattern is in the subset
   that translates (no flags, anchors only at the ends, no look-arounds or back-references…).
 - Opaque conditions (`Encoder(…, opaque=True)`): any other `s.matches(p)` on a run-time string, `x == null`
-  on a value of no declared type and `a in x` over a run-time list or map are each a free Boolean
+  and `x == c` for a constant `c` of another sort than `x`'s uses give it (`equal_other_type`: it
+  implies `x` does not fit, and two such tests of one value exclude each other) on a value of no
+  declared type, and `a in x` over a run-time list or map are each a free Boolean
   constant (`o0`, `o1`… — one per test and value, so a negation is the same constant negated),
   true or false where what they test evaluates. Every run is then a model, so "never" and "must"
   stand; a model need not be a run, so its caller confirms a witness with the runtime's evaluator,
   trying the candidate values each `Opaque` lists. Without `opaque` they raise `Unsupported`.
+  With `opaque_tests` too (the budget check only), a comparison, `in` or `exists`/`all`/`exists_one`
+  outside the subset is an opaque condition keyed by its text that may also fail (`test_atom`);
+  a value used as two sorts (`Inconsistent`) still raises.
 - Values of two declared types behave as the runtime's CEL (`plangate.cel.evaluate`): an int and
   a double compare by value, other types are never equal (and not ordered: an error), arithmetic
   never mixes types (an error).
@@ -90,7 +95,7 @@ from typing import Callable, Mapping
 
 from plangate.cel.evaluate import MAX_SIZE, Duration, Uint, type_name
 from plangate.cel.ast import (Binary, Call, Conditional, Expr, Ident, Index, ListExpr, Literal, MapExpr, Select,
-                              Unary)
+                              Unary, to_source, walk)
 
 INT_MIN, INT_MAX = -(2 ** 63), 2 ** 63 - 1
 UINT_MAX = 2 ** 64 - 1
@@ -123,6 +128,11 @@ class Unsupported(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class Inconsistent(Unsupported):
+    """A value is used as two sorts (`x == 1` and `x == "a"`, `x.f` and `x > 1`): each use alone
+    may be in the subset; together they are not (an opaque test does not stand in for them)."""
 
 
 @dataclass(frozen=True)
@@ -342,8 +352,12 @@ class Encoder:
     _fixed = FIXED
 
     def __init__(self, activation: Mapping[str, object], opaque: bool = False,
-                 kinds: Mapping[str, str] | None = None) -> None:
+                 kinds: Mapping[str, str] | None = None, opaque_tests: bool = False) -> None:
         self.activation = activation
+        # Tests outside the subset (`exists`, `all`, a comparison of `int(x)`…) as opaque conditions
+        # keyed by their text, which may also fail (`test_atom`): for callers that only ask which
+        # conditions can hold together (the budget check), never whether one must hold.
+        self.opaque_tests = opaque_tests
         # path → "list" / "map" for the declared lists and maps (`collection_kinds`): a value reached
         # first as a field of a result (a step's `when`) is one of those as well
         self.kinds = kinds or {}
@@ -430,11 +444,19 @@ class Encoder:
                     facts.append(f"(assert (and (is_int {variable.name}) (<= {real_text(Fraction(INT_MIN))} {variable.name}) "
                                  f"(<= {variable.name} {real_text(Fraction(INT_MAX))})))")
         lines.extend(f"(declare-const {atom.name} Bool)" for atom in self.atoms.values())
+        values: dict[str, list[Opaque]] = {}  # path → its `null` and other-type tests
         for key, atom in self.atoms.items():  # a null has none of the sorts a value's uses give it…
             variable = atom.variable
             if key[0] == "null" and variable is not None and variable.used and variable.fits != "true" \
                     and not variable.sort.find().peer_equal:  # …but equals another null (`v == w`, `v in [v]`)
                 facts.append(f"(assert (=> {atom.name} (not {variable.fits})))")
+            if key[0] == "is" and variable is not None:  # a value of another type than its uses give it
+                facts.append(f"(assert (=> {atom.name} (not {variable.fits})))")
+            if key[0] in ("null", "is"):
+                values.setdefault(key[1], []).append(atom)
+        for tests in values.values():  # one value: at most one of the constants it is tested against
+            if len(tests) > 1:
+                facts.extend(f"(assert (not (and {a.name} {b.name})))" for a, b in itertools.combinations(tests, 2))
         for variable in self.sizes:  # a size is a 64-bit count, at least the number of keys known present
             lines.append(f"(declare-const {variable.size} Int)")
             keys = [f"(ite {child.presence} 1 0)" for child in self.variables.values() if child.parent is variable]
@@ -447,7 +469,7 @@ class Encoder:
     def sort_of(self, variable: Variable) -> str:
         sort = variable.sort.find().sort
         if sort in ("Map", "List"):
-            raise Unsupported(f"`{variable.path}` is used both as {SORT_NAMES[sort]} and as a value")
+            raise Inconsistent(f"`{variable.path}` is used both as {SORT_NAMES[sort]} and as a value")
         return sort or "Int"
 
     def values(self) -> tuple[tuple[str, str], ...]:
@@ -592,7 +614,7 @@ class Encoder:
         number = len(self.variables)
         kind = self.kinds.get(path)
         if kind is not None and sort not in (None, UNKNOWN_SORTS[kind]):
-            raise Unsupported(f"`{path}` is used inconsistently: as {SORT_NAMES[str(sort)]} and as a {kind}")
+            raise Inconsistent(f"`{path}` is used inconsistently: as {SORT_NAMES[str(sort)]} and as a {kind}")
         sort = UNKNOWN_SORTS[kind] if kind is not None else sort
         created = Variable(path, f"x{number}", "true" if parent is None else f"h{number}",
                            SortClass(sort, path, declared=sort is not None), parent, kind=kind,
@@ -609,7 +631,7 @@ class Encoder:
         if root.sort is None:
             root.sort = "Map"
         elif root.sort != "Map":
-            raise Unsupported(f"`{variable.path}` is used both as {SORT_NAMES[root.sort]} and as a map")
+            raise Inconsistent(f"`{variable.path}` is used both as {SORT_NAMES[root.sort]} and as a map")
 
     def term(self, value: object) -> Term:
         if isinstance(value, Term):
@@ -619,7 +641,7 @@ class Encoder:
                 raise Unsupported(f"`{value.path}` is {SORT_NAMES[value.sort.find().sort or 'Map']} known only "
                                   f"at run time: only its `size()` and what `in` finds in it are reasoned about")
             if value.sort.find().sort == "Map":
-                raise Unsupported(f"`{value.path}` is used both as a map and as a value")
+                raise Inconsistent(f"`{value.path}` is used both as a map and as a value")
             value.used = True
             return Term(value.name, value.sort, conj(value.presence, value.fits),
                         conj(value.presence, neg(value.fits)))
@@ -647,7 +669,7 @@ class Encoder:
             return a.sort
         if a.sort is not None and b.sort is not None:
             if a.sort != b.sort:
-                raise Unsupported(self._mismatch(a, b, culprit))
+                raise Inconsistent(self._mismatch(a, b, culprit))
             return a.sort
         if a.sort is None and b.sort is None:
             _merge(a, b)
@@ -769,6 +791,17 @@ class Encoder:
         op = expr.op
         if op in ("&&", "||"):
             return self.logical(op, expr)
+        if self.opaque_tests and (op in _TEST_NEGATIONS or op == "in"):
+            try:
+                return self._binary_of(expr)
+            except Inconsistent:
+                raise
+            except Unsupported:
+                return self.test_atom(expr)
+        return self._binary_of(expr)
+
+    def _binary_of(self, expr: Binary) -> object:
+        op = expr.op
         left, right = self.evaluate(expr.left), self.evaluate(expr.right)
         if op in ("==", "!="):
             result = self.equal(left, right)
@@ -847,7 +880,13 @@ class Encoder:
         a, b = self.term(left), self.term(right)
         if not a.sort.find().declared and not b.sort.find().declared:
             a.sort.find().peer_equal = b.sort.find().peer_equal = True
-        sort = self.meet(a, b, left if isinstance(left, Variable) else right, ordering=False)
+        try:
+            sort = self.meet(a, b, left if isinstance(left, Variable) else right, ordering=False)
+        except Inconsistent:
+            typed = self.equal_other_type(left, right)
+            if typed is None:
+                raise
+            return typed
         defined = conj(a.defined, b.defined)
         if sort == "Differ":
             return Cond("false", defined)
@@ -859,6 +898,49 @@ class Encoder:
             typed, odd = (a, b) if a.mismatch == "false" else (b, a)
             unequal = disj(unequal, conj(typed.defined, odd.mismatch))
         return Cond(conj(defined, relation), unequal)
+
+    def equal_other_type(self, left: object, right: object) -> Cond | None:
+        """`v == c` for a run-time value of no declared type `v` whose uses give it another sort
+        than the constant `c`'s (`v == 200` and `v == "error"`): an opaque condition, one per value
+        and constant, that implies `v` does not fit its sort; two such tests of one value, or one
+        and `v == null`, exclude each other (`declarations`): a value is one value. None where
+        that does not apply (two run-time values, a declared type, a duration, no `opaque`)."""
+        variable, constant = (left, right) if isinstance(left, Variable) else (right, left)
+        if not isinstance(variable, Variable) or isinstance(constant, SYMBOLIC) or variable.fits == "true" \
+                or variable.kind is not None or isinstance(constant, (WholeSeconds, FractionalSeconds)):
+            return None
+        if isinstance(constant, bool):
+            key: tuple = ("bool", constant)
+        elif isinstance(constant, (int, float)) and constant == constant and abs(constant) != float("inf"):
+            key = ("number", Fraction(constant))  # an int and a double are equal by value
+        elif isinstance(constant, str):
+            key = ("string", constant)
+        else:
+            return None
+        return self.atom(("is", variable.path, *key), f"`{variable.path}` is compared with values of two types",
+                         variable.presence, variable, None, ((constant, True), (KEEP, False)))
+
+    def test_atom(self, expr: Expr, negated: bool = False) -> Cond:
+        """A test outside the subset as an opaque condition keyed by its text (`exists`…, or a
+        comparison whose operands are: `int(x) > 3`), true, false or failing (a second constant):
+        the same text is one condition and `!` of it its negation, so `c` and `!c` never hold
+        together; `a < b` and `a >= b` are one test negated, as are `a > b` and `a <= b`."""
+        if isinstance(expr, Binary) and expr.op in _TEST_NEGATIONS:
+            op, negated_op = _TEST_NEGATIONS[expr.op]
+            text = f"{to_source(expr.left)} {op} {to_source(expr.right)}"
+            negated = negated != negated_op
+        else:
+            text = to_source(expr)
+        for node in walk(expr):  # the run-time values it reads: conditions that read them are correlated
+            if isinstance(node, Select):
+                try:
+                    self.evaluate(node)
+                except Unsupported:
+                    pass  # a value used as a map and as a value: reached as far as it goes
+        reason = f"`{text}` is outside the subset the checker reasons about"
+        defined = self.atom(("fails", text), reason, "true", None, None, ())
+        found = self.atom(("test", text), reason, defined.false, None, None, ())
+        return Cond(found.false, found.true) if negated else found
 
     def equal_null(self, value: object) -> object:
         """`value == null`: false for a value of a declared type; for a run-time value of no
@@ -903,7 +985,7 @@ class Encoder:
         if ra.sort is None or rb.sort is None:
             open_class, bound = (ra, rb) if ra.sort is None else (rb, ra)
             if bound.sort == "Map":
-                raise Unsupported(self._mismatch(open_class, bound, culprit))
+                raise Inconsistent(self._mismatch(open_class, bound, culprit))
             open_class.sort = "Real" if bound.sort in NUMERIC else bound.sort
             open_class.number = bound.sort in NUMERIC
         for one, other in ((ra, rb), (rb, ra)):
@@ -915,7 +997,7 @@ class Encoder:
             return "Mixed"
         if ra.declared and rb.declared:
             return "Differ"
-        raise Unsupported(self._mismatch(ra, rb, culprit))
+        raise Inconsistent(self._mismatch(ra, rb, culprit))
 
     def as_int_if_integral(self, term: Term, other: Term | None) -> Term:
         """A number known to be an int, or meeting an int in arithmetic (which only an int takes), as
@@ -1026,7 +1108,7 @@ class Encoder:
                 # A run-time value whose kind only its use fixed, meeting the other kind: at run time
                 # it is one or the other, and either way some use of it is an error; which one
                 # matters to the verdict, so the solver does not pick one.
-                raise Unsupported(f"{_named(mine.sort.find())} is used inconsistently: as an int and as a double")
+                raise Inconsistent(f"{_named(mine.sort.find())} is used inconsistently: as an int and as a double")
         for mine, other in ((a, b), (b, a)):
             root = mine.sort.find()
             if root.sort is None and other.sort.find().sort == "Int":
@@ -1109,6 +1191,8 @@ class Encoder:
         if name == "matches" and len(expr.args) + (expr.target is not None) == 2:
             target, pattern = (expr.target, expr.args[0]) if expr.target is not None else expr.args
             return self.matches(self.evaluate(target), self.evaluate(pattern))
+        if self.opaque_tests and name in ("exists", "all", "exists_one"):
+            return self.test_atom(expr)
         raise Unsupported(f"`{name}` is outside the subset the checker reasons about")
 
     def to_double(self, value: object) -> object:
@@ -1284,7 +1368,7 @@ def _fix_double(root: SortClass, narrowed: list[str]) -> None:
     One that int arithmetic read as an int too is used both ways — at run time one of the two is
     an error, and which one decides the verdict —, so it is decided at run time, in either order."""
     if root.int_use:
-        raise Unsupported(f"{_named(root)} is used inconsistently: as an int and as a double")
+        raise Inconsistent(f"{_named(root)} is used inconsistently: as an int and as a double")
     root.number, root.double = False, True
     if not root.converted:
         narrowed.append(f"{_named(root)} is an int (double arithmetic takes doubles only)")
@@ -1456,6 +1540,10 @@ def concrete_arithmetic(op: str, left: object, right: object) -> object:
         return left + right  # type: ignore[operator]
     return Error(f"no `{op}` for a {kind}")
 
+
+# A comparison and the one it is the negation of, as (the test, negated): `a >= b` is `!(a < b)`.
+_TEST_NEGATIONS = {"==": ("==", False), "!=": ("==", True), "<": ("<", False), ">=": ("<", True),
+                   ">": (">", False), "<=": (">", True)}
 
 HANDLERS: dict[type, Callable[[Encoder, Expr], object]] = {
     Literal: Encoder._literal, Ident: Encoder._ident, Select: Encoder._select, Index: Encoder._index,
