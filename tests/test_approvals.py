@@ -271,13 +271,14 @@ def test_plangate_approve_refuses_when_a_new_version_lands_during_the_prompt(tmp
     with runtime_at(journal) as runtime:
         run = paused_at_route(runtime)
 
-    def answer_after_a_new_version(prompt: str) -> str:
-        with runtime_at(journal) as other:  # another operator records version 5 meanwhile
-            other.new_version(run, text.replace("version   4", "version   5")
-                              .replace('host: "v2.example.com"', 'host: "v3.example.com"'), name)
-        return "y"
+    class AnswerAfterANewVersion:
+        def readline(self, limit: int = -1) -> str:
+            with runtime_at(journal) as other:  # another operator records version 5 meanwhile
+                other.new_version(run, text.replace("version   4", "version   5")
+                                  .replace('host: "v2.example.com"', 'host: "v3.example.com"'), name)
+            return "y\n"
 
-    monkeypatch.setattr("builtins.input", answer_after_a_new_version)
+    monkeypatch.setattr("sys.stdin", AnswerAfterANewVersion())
     code = main(["approve", run, "route", "--as", "alice", "--role", "operator", "--journal", str(journal)])
     shown = capsys.readouterr()
     assert code == 2
@@ -296,10 +297,32 @@ def test_approve_with_a_blank_name_or_role_shows_no_call_and_asks_nothing(tmp_pa
     journal = tmp_path / "journal.db"
     with runtime_at(journal) as runtime:
         run = paused_at_route(runtime)
-    monkeypatch.setattr("builtins.input", lambda prompt: pytest.fail("asked for a confirmation"))
+    monkeypatch.setattr("sys.stdin", None)  # reading an answer would fail the command
     code = main(["approve", run, "route", "--as", approver, "--role", role, "--journal", str(journal)])
     shown = capsys.readouterr()
     assert code == 2 and shown.out == "" and "not blanks" in shown.err
+
+
+@pytest.mark.parametrize("answer, approved", [("y\n", True), ("YES\n", True), ("", False), ("n\n", False),
+                                               ("\0" * 10_000_000, False), ("y" * 100 + "\n", False)])
+def test_approve_reads_a_bounded_answer(tmp_path, capsys, monkeypatch, answer, approved):
+    """The confirmation is one short line: an endless answer (`< /dev/zero`) is read 64 characters
+    far and is a no, as no answer is."""
+    import io
+
+    from plangate.cli import main
+
+    journal = tmp_path / "journal.db"
+    with runtime_at(journal) as runtime:
+        run = paused_at_route(runtime)
+    stdin = io.StringIO(answer)
+    monkeypatch.setattr("sys.stdin", stdin)
+    code = main(["approve", run, "route", "--as", "alice", "--role", "operator", "--journal", str(journal)])
+    shown = capsys.readouterr()
+    assert code == (0 if approved else 1), shown
+    assert ("approved; valid until" in shown.out) == approved and stdin.tell() <= 101
+    with runtime_at(journal) as runtime:
+        assert len([r for r in runtime.journal.records(run) if r.kind == "approval"]) == approved
 
 
 def test_approve_refuses_an_ended_run(runtime, demo):

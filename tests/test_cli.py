@@ -9,9 +9,11 @@ quick-start command over the real examples is checked too.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -546,3 +548,30 @@ def test_output_the_system_refuses_is_named_as_such_not_an_internal_error() -> N
                               stdout=full, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     assert done.returncode == 2 and done.stderr.startswith("plangate: could not finish: ")
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+def test_a_named_pipe_that_nothing_writes_to_is_unreadable_not_a_wait(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`mkfifo f.plan; plangate check f.plan` used to wait forever in `open()`; a pipe with a writer
+    (`<(make-plan)`) is read as a file is."""
+    import threading
+
+    pipe = tmp_path / "f.plan"
+    os.mkfifo(pipe)
+    for argv in (["check", str(pipe)], ["check", "--policy", str(pipe), str(pipe)], ["test", str(pipe)]):
+        code, out, _ = run(capsys, *argv)
+        assert code == 2 and "is a named pipe that nothing writes to" in out, (argv, out)
+
+    def write() -> None:
+        with open(pipe, "w") as handle:  # waits in `open` for a reader
+            handle.write("plan p { step a { call t.x() } }")
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    for _ in range(100):  # until the writer is waiting in `open` (a reader before it reads nothing)
+        code, out, _ = run(capsys, "check", str(pipe))
+        if "nothing writes to" not in out:
+            break
+        time.sleep(0.05)
+    writer.join(5)
+    assert code == 0 and "no policy was given" in out, out

@@ -468,6 +468,9 @@ def _warn_of_keys_not_passed(runtime, run_id: str) -> None:
         print(f"plangate: warning: {warning}", file=sys.stderr)
 
 
+_ANSWER_BOUND = 64  # characters of a confirmation read at most (`y`, `yes`; anything longer is a no)
+
+
 @_runtime_command
 def _approve(args: argparse.Namespace) -> int:
     from plangate.runtime.canonical import canonical_json
@@ -483,9 +486,10 @@ def _approve(args: argparse.Namespace) -> int:
     print(f"call:      {_unspoofed(call['tool'] + '(' + canonical_json(call['args']) + ')')}")
     print(f"approver:  {_unspoofed(approver)} as role \"{_unspoofed(role)}\"")
     if not args.yes:  # the answer may come from a terminal or from a pipe; no answer is a no
-        try:
-            answer = input("approve this exact call? [y/N] ").strip().lower()
-        except EOFError:
+        print("approve this exact call? [y/N] ", end="", flush=True)
+        try:  # bounded: a pipe may never end a line (`< /dev/zero`)
+            answer = sys.stdin.readline(_ANSWER_BOUND).strip().lower() if sys.stdin is not None else ""
+        except (OSError, ValueError):  # not text, or no standard input to read: no answer
             answer = ""
         if answer not in ("y", "yes"):
             print("not approved (answer `y`, or pass --yes)")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import os
+import stat
 import time
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
@@ -80,12 +81,18 @@ def display_name(path: str | os.PathLike[str]) -> str:
 def read_source(path: str | os.PathLike[str], display: str | None = None) -> SourceFile | Diagnostic:
     """The file as text, or an `unreadable-input` diagnostic (missing, a folder, too big, not UTF-8).
     At most the bound's worth of bytes is read, whatever size the file claims (a device or a file of
-    `/proc` claims none)."""
+    `/proc` claims none). A named pipe is opened without waiting for a writer (then read as usual,
+    as `<(make-plan)` needs): one that nothing writes to reads as empty at once, never as a wait."""
     name = display or display_name(path)
     bound = MAX_INPUT_CHARS * 4  # UTF-8 takes at most 4 bytes a character
     try:
-        with open(path, "rb") as handle:
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with open(descriptor, "rb") as handle:
+            os.set_blocking(descriptor, True)
             data = handle.read(bound + 1)
+            if not data and stat.S_ISFIFO(os.fstat(descriptor).st_mode):
+                return diagnostic("unreadable-input", Span(name, 0, 0),
+                                  f"`{name}` is a named pipe that nothing writes to")
         if len(data) > bound:
             size = os.path.getsize(path)
             shown = f"{size:,} bytes" if size > bound else f"more than {bound:,} bytes"
@@ -135,7 +142,8 @@ def check(plan_paths: Sequence[str | os.PathLike[str]], policy_paths: Sequence[s
     result = check_sources(plan_sources, policy_sources, options)
     readable = {display_name(path): path for path in [*plan_paths, *policy_paths]}
     for item in diagnostics:  # show where undecodable bytes stand: the text before them is readable
-        if item.name == "unreadable-input" and item.span.start > 0 and item.file not in result.sources:
+        if item.name == "unreadable-input" and item.span.start > 0 and item.file not in result.sources \
+                and os.path.isfile(readable.get(item.file, item.file)):  # a pipe, read once, is not read again
             try:
                 with open(readable.get(item.file, item.file), "rb") as handle:
                     text = handle.read(MAX_INPUT_CHARS * 4).decode("utf-8", "replace")
