@@ -746,3 +746,23 @@ def test_reads_a_name_knows_a_macros_own_variable(source, reads):
 
     expr, problems = parse_expression(SourceFile("e", source))
     assert not problems and reads_a_name(expr) is reads
+
+
+def test_evaluations_inside_an_allowance_share_it_and_fail_bounded_once_it_is_spent():
+    """One command's evaluations draw on one budget (`allowance`): each costs what it does, an
+    inner allowance spends from the outer one, and once it is spent every evaluation fails at
+    once, `bounded` (so a deny rule counts as firing), naming the shared bound."""
+    from plangate.cel.evaluate import ITERATION_COST, allowance, compile_expr
+
+    scan = compile_expr(parse("[" + ", ".join(map(str, range(50))) + "].exists(x, x == 99)"))
+    cheap = compile_expr(parse("1 + 1 == 2"))
+    assert scan({}) is False  # no allowance: only the evaluation's own bound
+    with allowance(150 * ITERATION_COST):
+        assert scan({}) is False  # 50 items built, 50 visited: within
+        with allowance(10 ** 9):  # an inner allowance has only what is left
+            spent = scan({})
+        assert isinstance(spent, CelError) and spent.bounded and "checked together" in spent.message
+        assert cheap({}) is True  # a constant fold costs nothing
+        again = scan({})
+        assert isinstance(again, CelError) and again.bounded
+    assert scan({}) is False  # outside it, as before

@@ -239,15 +239,21 @@ def check_sources(plan_sources: Sequence[SourceFile], policy_sources: Sequence[S
     runtime does with a plan it recorded after checking it); `policy_names` and
     `announce_no_policy` (the `no-policy` note, as the command line words it).
 
+    The expressions evaluated share one work allowance (`cel.evaluate.COMMAND_WORK`): past it, each
+    fails as one over its own bound does (decided at run time, never a silent pass).
+
     The cyclic garbage collector is paused for the duration: the stages allocate many long-lived
     objects and no cycles worth collecting, and generational passes over a large plan's IR would
     otherwise cost more than the checks. The caller's collector state is restored afterwards.
     """
+    from plangate.cel.evaluate import COMMAND_WORK, allowance
+
     plan_sources, policy_sources = as_sources(plan_sources, "plan"), as_sources(policy_sources, "policy")
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _check_sources(plan_sources, policy_sources, dict(options or {}))
+        with allowance(COMMAND_WORK):  # many expensive expressions cannot add up to hours
+            return _check_sources(plan_sources, policy_sources, dict(options or {}))
     finally:
         if collecting:
             gc.enable()

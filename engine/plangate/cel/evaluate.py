@@ -47,10 +47,14 @@ Invariants
   `==` or `in` compares in a list or map costs `ITERATION_COST`, each character that `contains` or
   `matches` reads one. The budget is per call of `evaluate` (and per thread); a failure at a bound
   is `bounded`, and a comprehension stops at it rather than absorbing it as an element's error.
+  Inside `allowance(units)` (a command: `plangate check`, `plangate test`) the evaluations also
+  draw on one budget for all of them, so many expensive expressions cannot add up to hours: once
+  it is spent, each evaluation fails at once, `bounded`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import math
@@ -74,6 +78,7 @@ UINT_MAX = (1 << 64) - 1
 MAX_SIZE = 1_000_000
 MAX_DEEP_SIZE = 4 * MAX_SIZE  # repetition a value leaving an evaluation may hold (`repetition_problem`)
 MAX_WORK = 100_000_000
+COMMAND_WORK = 20 * MAX_WORK  # every evaluation of one `plangate check` or `plangate test`, in all (`allowance`)
 ITERATION_COST = 100  # a visited element runs closures in Python; a built element is a C copy
 MAX_PATTERN_CHARS = 4096
 MAX_DURATION_SECONDS = 315_576_000_000  # CEL's bound: 10,000 years
@@ -203,7 +208,9 @@ def compile_expr(expr: Expr) -> Evaluator:
 
     def evaluate(activation: Activation) -> object:
         outer = _work.left  # an evaluation inside another (none today) gets its own budget
-        _work.left = MAX_WORK
+        shared = _work.shared
+        budget = MAX_WORK if shared is None else min(MAX_WORK, shared)
+        _work.left = budget
         try:
             value = compiled(activation)
             if value.__class__ not in _SCALAR_TYPES:  # a rule's bool pays nothing more
@@ -216,9 +223,26 @@ def compile_expr(expr: Expr) -> Evaluator:
         except RecursionError:
             return CelError("a value is nested too deeply to evaluate", bounded=True)
         finally:
+            if shared is not None:
+                _work.shared = max(0, shared - (budget - _work.left))
             _work.left = outer
 
     return evaluate
+
+
+@contextlib.contextmanager
+def allowance(units: int) -> Iterator[None]:
+    """Bound all the evaluations inside (in this thread) to `units` of work in all (see the module's
+    docstring); an allowance inside another has the smaller of what is left and `units`, and what
+    it spends is spent from the outer one too."""
+    saved = _work.shared
+    start = units if saved is None else min(saved, units)
+    _work.shared = start
+    try:
+        yield
+    finally:
+        spent = start - (_work.shared or 0)
+        _work.shared = None if saved is None else max(0, saved - spent)
 
 
 def constant_value(expr: Expr) -> object:
@@ -355,6 +379,7 @@ def _sized(length: int, what: str) -> None:
 
 class _Work(threading.local):
     left = MAX_WORK
+    shared: int | None = None  # what is left of the `allowance`, if one is in force
 
 
 _work = _Work()
@@ -418,6 +443,9 @@ def repetition_problem(value: object) -> str | None:
 
 def _spend(units: int) -> None:
     left = _work.left - units
+    if left < 0 and _work.shared is not None and _work.shared < MAX_WORK:
+        raise _Failure("the expressions checked together do too much work in all (a command's evaluations share "
+                       f"{COMMAND_WORK // MAX_WORK} times what one may do)", bounded=True)
     if left < 0:
         raise _Failure(f"the expression does too much work to evaluate: its comprehensions and comparisons "
                        f"visit over {MAX_WORK // ITERATION_COST:,} elements, or it builds or reads values of over "

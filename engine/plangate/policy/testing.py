@@ -66,8 +66,16 @@ _UNREAD = ("syntax-error", "unreadable-input", "input-too-large")
 
 
 def run_policy_tests(paths: Sequence[str]) -> PolicyTestResult:
-    from plangate.driver import check, display_name, once_each
+    """Check each policy and run its tests; every expression evaluated, by the checks and the tests,
+    draws on one work allowance (`cel.evaluate.COMMAND_WORK`), as in `plangate check`."""
+    from plangate.cel.evaluate import COMMAND_WORK, allowance
 
+    with allowance(COMMAND_WORK):
+        return _run_policy_tests(paths)
+
+
+def _run_policy_tests(paths: Sequence[str]) -> PolicyTestResult:
+    from plangate.driver import check, display_name, once_each
     from plangate.source import SourceMap
 
     paths = once_each(paths)  # `test a.policy ./a.policy` runs its tests once
