@@ -876,3 +876,21 @@ def test_a_failed_test_notes_only_the_errors_of_the_conditions_it_is_about(tmp_p
     assert out.count("note: long-plan: ") == 1
     capped, warned = out.split("expects `deny \"refund-cap\"`")[1].split("expects `warn \"long-plan\"`")
     assert "note:" not in capped and "note: long-plan: " in warned
+
+
+def test_a_test_block_with_an_error_inside_fails(tmp_path, capsys):
+    """Two `call`s or an unknown risk in a test block: what the policy decided is not what the test
+    says, so the test fails (with the error), instead of being listed as ok above the error."""
+    import xml.etree.ElementTree as ET
+
+    policy = write(tmp_path, "p.policy", 'policy p { tool a.b { risk read_only }\n'
+                                         '  test "two calls" { call a.b() call a.b() expect allow }\n'
+                                         '  test "bad risk" { call a.b() risk medium expect allow }\n'
+                                         '  test "fine" { call a.b() expect allow } }')
+    code, out, _ = run(capsys, "test", str(policy))
+    assert code == 1 and "1 passed, 2 failed" in out
+    assert "FAIL p › two calls" in out and "FAIL p › bad risk" in out and "ok   p › fine" in out
+    code, out, _ = run(capsys, "test", str(policy), "--format", "junit")
+    cases = {case.get("name"): case for case in ET.fromstring(out).iter("testcase")}
+    assert cases["two calls"].find("failure") is not None and "duplicate-clause" in ET.tostring(cases["two calls"], "unicode")
+    assert cases["fine"].find("failure") is None

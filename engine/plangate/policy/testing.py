@@ -91,11 +91,16 @@ def _run_policy_tests(paths: Sequence[str]) -> PolicyTestResult:
         policies.extend(checked.policies)
     if any(d.severity is Severity.ERROR and d.name in _UNREAD for d in result.diagnostics):
         policies = []  # a file that was not read may hold the tests that fail: none runs, so none misleads
+    found = list(result.diagnostics)
     for policy in policies:
         compiled, _ = compile_policies([policy])
         for test in policy.tests:
             outcome, problems = run_test(compiled, policy.id, test)
-            outcome.file, outcome.problems = test.span.file, problems
+            # an error inside the block (two `call`s, an unknown risk) fails its test: what it decided is not what was written
+            inside = [d for d in found if d.severity is Severity.ERROR and d.span.file == test.span.file
+                      and test.span.start <= d.span.start < test.span.end]
+            outcome.passed = outcome.passed and not inside
+            outcome.file, outcome.problems = test.span.file, [*inside, *problems]
             result.outcomes.append(outcome)
             result.diagnostics.extend(problems)
     result.diagnostics.sort(key=Diagnostic.sort_key)
