@@ -163,3 +163,18 @@ def test_a_constant_argument_holding_a_nan_or_an_infinity_cannot_reach_a_tool():
     found = diagnostics('plan p {\n  step a { call t.x(v: double("NaN"), w: [1.0, -double("inf")], u: 1.5) }\n}\n')
     assert [(d.name, d.message.split("`")[1]) for d in found] == [
         ("arg-type", 'double("NaN")'), ("arg-type", '[1.0, -double("inf")]')]
+
+
+def test_a_name_repeated_in_after_is_one_mistake_and_references_are_each_reported():
+    """`after zz, zz, …` (a generated file printed 100,000 `unknown-step`s) is one `unknown-step` per
+    step and name, at its first place, and `after u, u` in `u` one `dependency-cycle`; references
+    stand in different places, so each is reported."""
+    many = ", ".join(["zz"] * 1000)
+    found = diagnostics(f"plan p {{ step s {{ call t.x() after {many}, yy }} step u {{ call t.y() after u, u, u }}"
+                        " step v { call t.z(a: zz.result.a, b: zz.result.b) } }")
+    assert sorted((d.name, d.message) for d in found) == sorted([
+        ("unknown-step", "step `s` names `zz` in `after`, but the plan has no such step"),
+        ("unknown-step", "step `s` names `yy` in `after`, but the plan has no such step"),
+        ("dependency-cycle", "step `u` depends on itself: it is after itself"),
+        ("unknown-step", "step `v` names `zz` in a reference, but the plan has no such step"),
+        ("unknown-step", "step `v` names `zz` in a reference, but the plan has no such step")])

@@ -2,7 +2,8 @@
 
 One diagnostic per strongly connected component, naming one cycle through it and saying, for each
 edge, whether it comes from `after` or from a `x.result` reference; and one per step that depends
-on itself (a cycle of one step: it is in its own `after`, or names its own result `x.result`).
+on itself (a cycle of one step: it is in its own `after` — once however often —, or names its own
+result `x.result`, at each place).
 """
 
 from __future__ import annotations
@@ -14,7 +15,12 @@ from plangate.diagnostics import Diagnostic, Label, diagnostic
 
 
 def check(ctx: PlanContext) -> Iterator[Diagnostic]:
+    after_itself: set[str] = set()
     for edge in ctx.graph.self_edges:
+        if edge.kind == "after":
+            if edge.target in after_itself:
+                continue
+            after_itself.add(edge.target)
         how = "is after itself" if edge.kind == "after" else f"uses its own result as `{edge.source}.result`"
         help_text = ("remove it from its own `after`" if edge.kind == "after"
                      else "inside `expect`, `idempotency` and `rollback` a step's own result is `result`")

@@ -1,6 +1,8 @@
 """`unknown-step`: an `after` or an `x.result` reference names no step of the plan.
 
-Suggests the nearest step id by edit similarity (for the first `MAX_SUGGESTIONS` names).
+Suggests the nearest step id by edit similarity (for the first `MAX_SUGGESTIONS` names). A name
+repeated in one step's `after` (`after zz, zz`) is one mistake, reported at its first place; each
+reference is reported where it stands.
 """
 
 from __future__ import annotations
@@ -20,7 +22,12 @@ MAX_SUGGESTIONS = 50
 def check(ctx: PlanContext) -> Iterator[Diagnostic]:
     ids = list(ctx.graph.steps)
     listing = "the steps are " + ", ".join(f"`{i}`" for i in ids[:8]) + (", …" if len(ids) > 8 else "")
+    seen: set[tuple[str, str]] = set()
     for index, name in enumerate(ctx.graph.dangling):
+        if name.kind == "after":
+            if (name.step, name.name) in seen:
+                continue
+            seen.add((name.step, name.name))
         where = "in `after`" if name.kind == "after" else "in a reference"
         suggestion = did_you_mean(name.name, ids) if index < MAX_SUGGESTIONS else None
         yield diagnostic(
