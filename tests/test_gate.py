@@ -385,3 +385,32 @@ def test_a_pattern_past_the_evaluators_bound_counts_as_firing_not_as_a_pass():
     assert not long.allowed and long.denied_by == ["re"]
     invalid = gate.decide("t.x", {"p": "("})  # an invalid pattern is the pattern's meaning: an error, no deny
     assert invalid.allowed and invalid.errors
+
+
+def test_a_declared_risk_below_the_catalogue_is_refused_as_check_refuses_the_step():
+    gate = Gate.from_sources([("p.policy", 'policy p { tool pay.refund { risk irreversible } deny "big" when args.n > 5 }')])
+    decision = gate.decide("pay.refund", {"n": 9}, risk="read_only")
+    assert not decision.allowed and decision.risk == "irreversible" and decision.denied_by == ["big"]
+    assert decision.reasons[0] == "the call declares risk `read_only`, below `irreversible`, the risk of `pay.refund` in the catalogue"
+    assert gate.decide("pay.refund", {"n": 1}, risk="irreversible").allowed
+    [found] = [d for d in gate.check_plan("plan q { step s { call pay.refund(n: 1) risk read_only } }").diagnostics
+               if d.severity.value == "error"]
+    assert found.name == "risk-underdeclared"
+
+
+@pytest.mark.parametrize("keyword, value", [("step", 5), ("plan", None), ("plan_version", "x"), ("plan_version", True)])
+def test_decide_refuses_fields_of_the_wrong_type_the_rules_would_misread(keyword, value):
+    """`plan_version="x"` made `plan.version < 2` fail to evaluate, so its deny rule did not fire."""
+    gate = Gate.from_sources([("p.policy", 'policy p { tool a.b { risk read_only } deny "old" when plan.version < 2 }')])
+    with pytest.raises(TypeError, match=keyword):
+        gate.decide("a.b", {}, **{keyword: value})
+
+
+def test_the_package_lists_its_public_names_and_a_check_result_is_the_json_object():
+    import plangate
+
+    assert {"Gate", "JournalError", "ApprovalNeed", "check"} <= set(dir(plangate))
+    result = plangate.check_sources([plangate.SourceFile("a.plan", "plan p { step a { call t.x( } }")])
+    document = result.to_dict()
+    assert document["summary"] == {"errors": 1, "warnings": 0, "files": 1}
+    assert document["diagnostics"][0]["span"]["start"] == {"line": 1, "column": 29}

@@ -467,3 +467,26 @@ def test_int_arithmetic_never_claims_must_on_a_value_that_may_be_a_whole_double(
     plan = f"plan p {{ step a {{ call t.get() }} step b {{ {step} }} }}"
     found = [d.name for d in diagnostics(plan, policy) if d.name != "cel-type-error"]  # `double + int` in rule r
     assert found == [expected]
+
+
+def test_a_missing_approval_asks_for_the_within_that_limit_approval_within_allows():
+    """The help used to say `within 1h` under `limit approval_within <= 30m`, and writing it was
+    then `limit-exceeded`; the run caps every approval at 30m anyway."""
+    policy = ('policy q { tool dns.route { risk external_write } limit approval_within <= 30m\n'
+              '  require approval when step.risk >= external_write by role "operator" within 1h }')
+    [found] = diagnostics('plan p { step a { call dns.route(host: "h") risk external_write } }', policy)
+    assert found.name == "approval-missing" and found.help == 'add `approval by role "operator" within 30m`'
+    assert diagnostics('plan p { step a { call dns.route(host: "h") risk external_write\n'
+                       '  approval by role "operator" within 30m } }', policy) == []
+
+
+def test_a_policy_test_declaring_a_risk_below_the_catalogue_is_refused(tmp_path):
+    from plangate.policy.testing import run_policy_tests
+
+    path = tmp_path / "p.policy"
+    path.write_text('policy p { tool pay.refund { risk irreversible }\n'
+                    '  test "low" { call pay.refund() risk read_only expect deny }\n'
+                    '  test "allowed" { call pay.refund() risk read_only expect allow } }')
+    result = run_policy_tests([str(path)])
+    assert [(o.name, o.passed) for o in result.outcomes] == [("low", True), ("allowed", False)]
+    assert "below `irreversible`" in result.outcomes[0].decided

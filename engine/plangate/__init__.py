@@ -9,6 +9,8 @@ The public API (loaded lazily so that `plangate --version` stays fast):
 - `tool`: the decorator that registers a Python function as a plan tool
 - `Gate`: the pre-execution gate for agent runtimes: `Gate.from_files(policies).decide(tool, args)`
 - `SourceFile`, `ToolRegistry`: the inputs of `check_sources` and `Runtime`
+- `CheckResult.to_dict()`: the object `plangate check --format json` prints; `GateDecision`,
+  `ApprovalNeed`, `GateError`, `RunError`, `JournalError`: the gate's and the runtime's values and errors
 """
 
 from __future__ import annotations
@@ -30,10 +32,16 @@ _LAZY = {
     "Gate": ("plangate.gate", "Gate"),
     "GateDecision": ("plangate.gate", "GateDecision"),
     "GateError": ("plangate.gate", "GateError"),
+    "ApprovalNeed": ("plangate.gate", "ApprovalNeed"),
+    "JournalError": ("plangate.runtime.journal", "JournalError"),
     "SourceFile": ("plangate.source", "SourceFile"),
 }
 
 __all__ = ["__version__", *_LAZY]
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
 
 
 def __getattr__(name: str) -> Any:

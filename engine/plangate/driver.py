@@ -63,7 +63,16 @@ class CheckResult:
     def warnings(self) -> int:
         return sum(1 for d in self.diagnostics if d.severity is Severity.WARNING)
 
+    def to_dict(self) -> dict:
+        """The object `plangate check --format json` prints (spec §5): each diagnostic with its file,
+        1-based lines and columns, notes and help, and the summary."""
+        from plangate.diagnostics.render import json_document
+
+        return json_document(self.diagnostics, self.sources, files=self.checked_files)
+
     def exit_code(self, strict: bool = False) -> int:
+        """0 nothing at error level, 1 errors (or warnings with `strict`), 2 the check could not
+        do its job (an unreadable input, a solver failure), as `plangate check` exits."""
         if any(d.name in FAILURE_NAMES and d.severity is Severity.ERROR for d in self.diagnostics):
             return 2
         if self.errors or (strict and self.warnings):

@@ -18,7 +18,8 @@ evaluator, catalogue and argument check as `plangate check` and the runtime:
    one with no JSON form or with values the rules could not see is refused before any rule (no
    rule is asked, so `denied_by`, `errors`, requirements and approvals stay empty);
 3. the step's risk is the higher of the one the caller declares and the catalogue's (neither:
-   `irreversible`), and the rules see `step`, `call`, `args`, `plan` and the risk constants exactly
+   `irreversible`); declaring less than the catalogue refuses the call, as `risk-underdeclared`
+   refuses such a step, though the rules are still asked; the rules see `step`, `call`, `args`, `plan` and the risk constants exactly
    as in a plan; every deny rule that fires refuses the call (a rule whose condition fails to
    evaluate does not fire, and the failure is reported in `errors` unless the condition reads
    nothing of the call, such as `plan.budget.time` with no plan); warn rules give warnings;
@@ -129,7 +130,7 @@ class Gate:
         """The policy's decision on calling `tool` with `args` (see the module's docstring).
         `TypeError` when `tool` is not a string or `args` not a mapping (a caller's mistake, not a
         decision)."""
-        from plangate.checks.catalogue import not_in_catalogue, refusal_before_rules, typed_arguments
+        from plangate.checks.catalogue import not_in_catalogue, refusal_before_rules, typed_arguments, underdeclared
         from plangate.policy.decide import evaluator_for
         from plangate.policy.facts import StepFacts, effective_risk, retry_needs_key, rule_activation
         from plangate.runtime.canonical import canonical_json
@@ -143,6 +144,11 @@ class Gate:
             raise ValueError(f"kind must be \"step\" or \"check\", not {kind!r}")
         if not isinstance(retry, int) or isinstance(retry, bool):
             raise TypeError(f"retry must be an int, not {type(retry).__name__}")
+        for name, value in (("step", step), ("plan", plan)):  # what the rules see as step.id and plan.id
+            if not isinstance(value, str):
+                raise TypeError(f"{name} must be a string (the id the rules see), not {type(value).__name__}")
+        if plan_version is not None and (not isinstance(plan_version, int) or isinstance(plan_version, bool)):
+            raise TypeError(f"plan_version must be an int or None, not {type(plan_version).__name__}")
         if retry < 0:
             raise ValueError(f"retry must be 0 or more, not {retry}")
         declared = _risk(risk)
@@ -161,6 +167,8 @@ class Gate:
                 decision.reasons.append(not_in_catalogue(tool))
         if not is_tool_name(tool):
             decision.reasons.append(f"`{tool}` is not a tool name (dotted identifiers, such as `deploy.preview`)")
+        if declared is not None and entry is not None and entry.risk is not None and declared < entry.risk:
+            decision.reasons.append(underdeclared(tool, declared, entry.risk))
         before_rules = False
         try:
             canonical_json(dict(args or {}))

@@ -23,7 +23,7 @@ from plangate.cel.types import DYN, INT, ListType, MapType, Primitive, check_typ
 from plangate.checks.context import PlanContext
 from plangate.checks.step_shape import IDEMPOTENCY_PARAMETER
 from plangate.diagnostics import Diagnostic, Label, Severity, diagnostic
-from plangate.ir.nodes import Step, ToolCall
+from plangate.ir.nodes import Risk, Step, ToolCall
 from plangate.policy.compiled import CatalogueEntry, CompiledPolicy
 from plangate.policy.facts import as_declared, plan_facts, static_arguments
 from plangate.smt.encode import Unknown
@@ -124,6 +124,12 @@ class Refusal:
 
     def __str__(self) -> str:
         return f"{self.what}: {'; '.join(self.problems)}" if self.what else "; ".join(self.problems)
+
+
+def underdeclared(tool: str, declared: Risk, catalogued: Risk) -> str:
+    """Why a call that declares less risk than its tool's catalogue risk is refused (the gate,
+    `plangate test`), as `risk-underdeclared` refuses such a step."""
+    return f"the call declares risk `{declared.name}`, below `{catalogued.name}`, the risk of `{tool}` in the catalogue"
 
 
 def not_in_catalogue(tool: str) -> str:

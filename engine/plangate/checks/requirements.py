@@ -76,7 +76,7 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
     for step_id, requirements in applicable(ctx).items():
         step = ctx.graph.steps[step_id]
         approvals = [(r, outcome) for r, outcome in requirements if r.kind == "approval" and r.approval is not None]
-        yield from _approvals(step, approvals)
+        yield from _approvals(step, approvals, cap.seconds if cap is not None else None)
         for requirement, outcome in requirements:
             if step.kind == "check":
                 continue  # a check only observes; if it calls a write, `check-not-read-only` says so
@@ -176,7 +176,11 @@ def _missing(name: str, step: Step, requirement: CompiledRequirement, outcome: s
                       notes=notes, help=help_text)
 
 
-def _approvals(step: Step, requirements: list[tuple[CompiledRequirement, str]]) -> Iterator[Diagnostic]:
+def _approvals(step: Step, requirements: list[tuple[CompiledRequirement, str]],
+               cap: int | None) -> Iterator[Diagnostic]:
+    """`cap`: `limit approval_within`, in seconds. The approval a help tells the plan to write has
+    the required `within` capped by it (a longer one is `limit-exceeded`); what the plan asks for is
+    compared with the requirements as written (the run caps every approval anyway)."""
     needs: dict[str, _Need] = {}
     maybe: set[str] = set()
     for requirement, outcome in requirements:
@@ -190,8 +194,9 @@ def _approvals(step: Step, requirements: list[tuple[CompiledRequirement, str]]) 
             need.within = spec.within.seconds if need.within is None else min(need.within, spec.within.seconds)
         need.rules.append(requirement)
     for need in needs.values():
+        within = need.within if cap is None else cap if need.within is None else min(need.within, cap)
         wanted = describe_approval(ApprovalSpec(count=need.count, role=need.role, within=None)) + (
-            f" within {format_seconds(need.within)}" if need.within is not None else "")
+            f" within {format_seconds(within)}" if within is not None else "")
         notes = [f"required by `{rule.describe()}` in policy `{rule.policy}`" for rule in need.rules]
         if need.role in maybe:
             notes.append("the rule may apply at run time, depending on values known only then")

@@ -91,7 +91,7 @@ def _range(span: Span, sources: SourceMap) -> tuple[Position, Position]:
 
 def _location(span: Span, sources: SourceMap) -> str:
     start, _ = _range(span, sources)
-    return f"{_one_line(span.file)}:{start.line}:{start.column}"
+    return f"{one_line(span.file)}:{start.line}:{start.column}"
 
 
 def _full_message(item: Diagnostic) -> str:
@@ -143,10 +143,11 @@ def _visible(text: str) -> str:
 _ANY_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
-def _one_line(text: str) -> str:
+def one_line(text: str) -> str:
     """`text` with every control character made visible, newline and tab too. A message and a file
     name are one line each; a newline in them comes from the input (a file name, a rule's name)
-    and would start a line of its own, which a CI log may read as a command (`::error`)."""
+    and would start a line of its own, which a CI log may read as a command (`::error`). The
+    runtime's commands show what a journal holds through it too (`cli._terminal_text`)."""
     return _ANY_CONTROL.sub(lambda match: _visible_char(match.group()), text)
 
 
@@ -256,7 +257,7 @@ def format_diagnostic(item: Diagnostic, sources: SourceMap, *, color: bool = Fal
     header = (
         (f"{_location(item.span, sources)}: " if item.file else "")
         + paint(f"{item.severity.value}[{item.code}] {item.name}", style)
-        + paint(": " + _one_line(item.message), _BOLD)
+        + paint(": " + one_line(item.message), _BOLD)
     )
 
     files: dict[str, list[_Mark]] = {}
@@ -297,7 +298,7 @@ def format_diagnostic(item: Diagnostic, sources: SourceMap, *, color: bool = Fal
         if blocks:
             out.append(bar)
         for kind, text in trailer:  # one line each, as the message: a line break in one comes from the input
-            out.append(" " * width + " = " + paint(f"{kind}:", _BOLD) + f" {_one_line(text)}")
+            out.append(" " * width + " = " + paint(f"{kind}:", _BOLD) + f" {one_line(text)}")
     return "\n".join(out)
 
 
@@ -338,9 +339,14 @@ def _json_diagnostic(item: Diagnostic, sources: SourceMap) -> dict:
 
 def render_json(diagnostics: list[Diagnostic], sources: SourceMap, *, files: list[str],
                 tests: list[dict] | None = None) -> str:
-    """The contract's object (spec §5); each diagnostic also carries its `labels`. For `plangate
-    test`, `tests` lists every test run (`policy`, `name`, `file`, `passed`, `decided`) and the
-    summary counts them (`tests`, `passed`, `failed`)."""
+    return json.dumps(json_document(diagnostics, sources, files=files, tests=tests), indent=2, ensure_ascii=False) + "\n"
+
+
+def json_document(diagnostics: list[Diagnostic], sources: SourceMap, *, files: list[str],
+                  tests: list[dict] | None = None) -> dict:
+    """The contract's object (spec §5), as data; each diagnostic also carries its `labels`. For
+    `plangate test`, `tests` lists every test run (`policy`, `name`, `file`, `passed`, `decided`)
+    and the summary counts them (`tests`, `passed`, `failed`)."""
     summary = summarize(diagnostics, len(files))
     document: dict = {
         "version": 1,
@@ -351,7 +357,7 @@ def render_json(diagnostics: list[Diagnostic], sources: SourceMap, *, files: lis
         passed = sum(1 for test in tests if test["passed"])
         document["tests"] = tests
         document["summary"].update({"tests": len(tests), "passed": passed, "failed": len(tests) - passed})
-    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    return document
 
 
 # --- sarif -----------------------------------------------------------------------------------------

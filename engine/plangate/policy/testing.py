@@ -2,7 +2,8 @@
 
 Each policy's tests run against that policy compiled on its own. A test's call is decided exactly
 as the runtime decides a call: the step's risk is the higher of the test's `risk` (if any) and the
-catalogue's; the arguments must be constants. A call no tool could be given (a NaN, a map key that
+catalogue's, and a `risk` below the catalogue's refuses the call (`risk-underdeclared` refuses
+such a step; the rules are still asked); the arguments must be constants. A call no tool could be given (a NaN, a map key that
 is not a string) is denied before any rule: no rule is asked (`catalogue.refusal_before_rules`).
 A call whose arguments do not fit its tool's `args` is denied whatever the rules say, as the
 runtime denies it, and so is an unmatched tool when the policy says `unknown_tools deny` (the
@@ -109,7 +110,7 @@ def _run_policy_tests(paths: Sequence[str]) -> PolicyTestResult:
 
 def run_test(policy: CompiledPolicy, policy_id: str, test: PolicyTest) -> tuple[TestOutcome, list[Diagnostic]]:
     from plangate.cel.evaluate import CelError, compile_expr
-    from plangate.checks.catalogue import not_in_catalogue, refusal_before_rules, typed_arguments
+    from plangate.checks.catalogue import not_in_catalogue, refusal_before_rules, typed_arguments, underdeclared
     from plangate.runtime.canonical import call_value
     from plangate.policy.decide import evaluator_for
     from plangate.policy.facts import StepFacts, effective_risk, rule_activation
@@ -156,7 +157,10 @@ def run_test(policy: CompiledPolicy, policy_id: str, test: PolicyTest) -> tuple[
         warns = [rule.name for rule in decision.warned_by]
         kinds = sorted({requirement.kind for requirement in decision.requirements})
         errors = [] if argument_refusal else decision.errors  # a rule fails on values of the wrong type: the refusal says why
-    refusal = "; ".join(part for part in (unknown, argument_refusal) if part) or None
+    declared = test.risk.level if test.risk is not None else None
+    low = underdeclared(test.call.tool, declared, entry.risk) \
+        if declared is not None and entry is not None and entry.risk is not None and declared < entry.risk else None
+    refusal = "; ".join(part for part in (unknown, low, argument_refusal) if part) or None
     refused = bool(refusal)
     decided = _describe(denies, warns, kinds, refusal)
     rule_names = [rule.name for rule in policy.rules]
