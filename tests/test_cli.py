@@ -575,3 +575,60 @@ def test_a_named_pipe_that_nothing_writes_to_is_unreadable_not_a_wait(tmp_path: 
         time.sleep(0.05)
     writer.join(5)
     assert code == 0 and "no policy was given" in out, out
+
+
+def _tool_run(tmp_path: Path, tool_body: str) -> list[str]:
+    """A plan of one read-only step `s` calling `t.x`, whose body is `tool_body`, and the
+    `run` arguments for it (run id `r1`, journal `j.db` in `tmp_path`)."""
+    (tmp_path / "p.plan").write_text("plan p { step s { call t.x() risk read_only } }\n")
+    (tmp_path / "p.policy").write_text("policy p { tool t.* { risk read_only } }\n")
+    (tmp_path / "tools.py").write_text("from plangate import tool\n\n\n@tool('t.x')\ndef x() -> dict:\n"
+                                       + textwrap.indent(tool_body, "    ") + "\n")
+    return ["run", str(tmp_path / "p.plan"), "--policy", str(tmp_path / "p.policy"), "--tools",
+            str(tmp_path / "tools.py"), "--run", "r1", "--journal", str(tmp_path / "j.db")]
+
+
+def test_run_status_and_log_show_what_a_tool_said_as_text_a_terminal_cannot_act_on(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A tool's error message reached the terminal raw: an escape sequence (`\\x1b[31m`) was acted
+    on and a newline broke the step's line. Control characters are shown as `check` shows them,
+    and reordering ones as `approve` does; JSON keeps the text as it is."""
+    journal = ["--journal", str(tmp_path / "j.db")]
+    assert main(_tool_run(tmp_path, 'raise RuntimeError("boom\\n\\x1b[31mred\\u202eevil")')) == 1
+    shown = "RuntimeError: boom␊␛[31mred\\u202eevil"
+    outputs = [capsys.readouterr().out]
+    assert main(["status", "r1", *journal]) == 0
+    outputs.append(capsys.readouterr().out)
+    assert main(["log", "r1", *journal]) == 0
+    outputs.append(capsys.readouterr().out)
+    for out in outputs:
+        assert "\x1b" not in out and "\u202e" not in out and shown in out, out
+    for out in outputs[:2]:
+        (line,) = [line for line in out.splitlines() if line.startswith("  s ")]
+        assert line.endswith(f"attempt 1 failed: {shown}")
+    assert main(["status", "r1", "--format", "json", "--reasons", *journal]) == 0
+    reasons = json.loads(capsys.readouterr().out)["reasons"]
+    assert reasons["s"] == "attempt 1 failed: RuntimeError: boom\n\x1b[31mred\u202eevil"
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes to a read-only directory: permissions do not apply")
+def test_status_and_log_read_a_journal_in_a_directory_they_cannot_write(tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """`status` and `log` open the journal read-only, yet failed in a read-only directory: SQLite could
+    not create the WAL index (`-shm`) beside it."""
+    archive = tmp_path / "archive"
+    archive.mkdir()
+    arguments = _tool_run(tmp_path, "return {'id': 'x-1'}")
+    arguments[-1] = str(archive / "j.db")
+    done = subprocess.run([*plangate_command(), *arguments], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr  # in a process of its own: its connections are closed when it ends
+    assert sorted(os.listdir(archive)) == ["j.db", "j.db.locks"]
+    os.chmod(archive, 0o555)
+    try:
+        assert main(["status", "r1", "--journal", arguments[-1]]) == 0
+        assert "run r1: succeeded" in capsys.readouterr().out
+        assert main(["log", "r1", "--verify", "--journal", arguments[-1]]) == 0
+        assert "result ref=x-1" in (out := capsys.readouterr().out) and "journal verified" in out
+        assert sorted(os.listdir(archive)) == ["j.db", "j.db.locks"]
+    finally:
+        os.chmod(archive, 0o755)

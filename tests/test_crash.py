@@ -725,3 +725,52 @@ def test_an_open_rollback_in_a_journal_without_the_aborting_record_never_resumes
         assert report.state == "aborted" and report.steps["e"]["state"] == "cancelled"
         assert report.steps["w"]["state"] == "succeeded" and report.steps["w"]["attempts"] == 1
     assert [e["tool"] for e in all_effects(tmp_path)] == ["t.read", "t.write", "t.read"]
+
+
+# ------------------------------------------------------------------ a result journaled before results were bounded
+DEEP_PLAN = """
+plan deep {
+  version 1
+  step a { call t.read() }
+  step b { call t.sink(l: a.result.l) }
+}
+"""
+DEEP_POLICY = "policy deep { tool t.* { risk read_only } }"
+
+
+def test_a_run_whose_journal_holds_a_result_nested_past_the_bound_goes_on(tmp_path):
+    """A result 600 lists deep, journaled by a plangate that did not bound results (its process then
+    died before the step was marked done), ended every pass that passed it on to a step in a
+    RecursionError: the run was stuck for good. Values are made plain without recursion now."""
+    from plangate.runtime.tools import ToolRegistry, tool
+
+    deep: list = []
+    for _ in range(599):
+        deep = [deep]
+    received = []
+
+    @tool("t.read")
+    def read() -> dict:
+        raise AssertionError("its result is journaled: it is never called again")
+
+    @tool("t.sink")
+    def sink(l: list) -> dict:  # noqa: E741
+        received.append(l)
+        return {"ok": True}
+
+    registry = ToolRegistry()
+    for each in (read, sink):
+        registry.register(each)
+    with runtime_at(tmp_path / "journal.db", registry) as runtime:
+        runtime.start(DEEP_PLAN, "deep.plan", [("deep.policy", DEEP_POLICY)], RUN)
+        runtime.journal.append(RUN, "intent", {"tool": "t.read", "args": {}, "idempotency_key": "k", "attempt": 1},
+                               step="a")
+        runtime.journal.append(RUN, "result", {"result": {"l": deep}, "external_ref": None}, step="a")
+        report = runtime.advance(RUN)
+    assert report.state == "succeeded", report.message
+    (given,) = received
+    levels = 0
+    while given:
+        (given,) = given
+        levels += 1
+    assert levels == 599 and given == []

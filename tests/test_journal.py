@@ -4,6 +4,7 @@ and the step states fold from the records alone. Canonical JSON, which the hashe
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 from decimal import Decimal
@@ -50,6 +51,57 @@ def test_canonical_numbers():
 def test_canonical_json_refuses_what_it_cannot_write(value, error):
     with pytest.raises(error):
         canonical_json(value)
+
+
+def nested(depth: int, inside=None):
+    """`inside` in `depth` lists, one inside another."""
+    value = inside
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def test_what_a_run_keeps_is_bounded_in_depth_and_size_before_any_text_is_written(monkeypatch):
+    from plangate.runtime import canonical
+    from plangate.runtime.canonical import MAX_KEPT_BYTES, MAX_KEPT_DEPTH, kept_json
+    from plangate.syntax import MAX_NESTING
+
+    assert MAX_KEPT_DEPTH == MAX_NESTING == 64  # a tool's value nests as deep as a plan's brackets may
+    assert kept_json({"l": nested(63, "é")}) == canonical_json({"l": nested(63, "é")})
+    held: list = []
+    held.append(held)  # a value that holds itself is too deep, not an endless walk
+    for too_deep in ({"l": nested(64)}, nested(100_000), held):
+        with pytest.raises(ValueError, match="^it is nested more than 64 levels deep in lists and maps, the most a run keeps$"):
+            kept_json(too_deep)
+    assert len(kept_json("x" * (MAX_KEPT_BYTES - 2))) == MAX_KEPT_BYTES  # with its quotes: the bound exactly
+    for too_large in ("x" * (MAX_KEPT_BYTES - 1), "é" * (MAX_KEPT_BYTES // 2), {"k" * MAX_KEPT_BYTES: 1}):
+        with pytest.raises(ValueError, match="^its canonical JSON text is over 16 MiB, the most a run keeps$"):
+            kept_json(too_large)
+    with pytest.raises(TypeError):
+        kept_json({"a": {1, 2}})
+
+    def never(value):
+        raise AssertionError("the text was written")
+
+    monkeypatch.setattr(canonical, "canonical_json", never)
+    for walked in ("x" * (4 * MAX_KEPT_BYTES), [["y" * 1024] * 1024] * 1024, nested(65)):
+        with pytest.raises(ValueError):
+            kept_json(walked)
+
+
+def test_plain_walks_a_value_of_any_depth_without_recursion():
+    """`plain` recursed two frames a level: a tool's result 600 lists deep, passed on to a step,
+    ended every pass of its run in a RecursionError."""
+    from plangate.cel.evaluate import Duration, Uint
+    from plangate.runtime.canonical import plain
+
+    made = plain(nested(100_000, {"u": Uint(7), "d": Duration(90 * 10**9), "b": b"ok", "t": (1, True)}))
+    for _ in range(100_000):
+        assert type(made) is list and len(made) == 1
+        made = made[0]
+    assert made == {"u": 7, "d": "90s", "b": "ok", "t": [1, True]} and type(made["u"]) is int
+    assert plain({1: "a", "1": ["b"]}) == {"1": ["b"]}  # two keys that read alike: the later's value
+    assert plain({"1": ["b"], 1: "a"}) == {"1": "a"}
 
 
 # --- helpers --------------------------------------------------------------------------------------
@@ -439,3 +491,30 @@ def test_each_thread_has_its_own_connection_closed_when_the_thread_ends(tmp_path
     for reader in (lambda: journal.records("r1"), lambda: journal.runs()):
         with pytest.raises(JournalError, match="is closed"):
             reader()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes to a read-only directory: permissions do not apply")
+def test_a_journal_in_a_directory_that_cannot_be_written_is_still_read(tmp_path):
+    """A WAL journal is read through its `-shm` index, which SQLite creates beside it when it is
+    missing: in a read-only directory reading failed ("attempt to write a readonly database").
+    With no `-wal` file left, the journal is read as an immutable file; with one, it needs the
+    index, and is refused if the `-shm` cannot be made."""
+    folder = tmp_path / "archive"
+    folder.mkdir()
+    path = folder / "journal.db"
+    with Journal.open(path) as journal:
+        written = write_sample_run(journal)
+    assert sorted(os.listdir(folder)) == ["journal.db"]  # the last connection removed the -wal and -shm
+    os.chmod(folder, 0o555)
+    try:
+        with Journal.open(path, read_only=True) as journal:
+            assert journal.records("r1") == written and journal.verify("r1") == []
+            assert journal.step_states("r1") == {"build": StepState("succeeded", 1)}
+        assert sorted(os.listdir(folder)) == ["journal.db"]
+        os.chmod(folder, 0o755)
+        (folder / "journal.db-wal").write_bytes(b"")  # a writer still open, or one that crashed
+        os.chmod(folder, 0o555)
+        with pytest.raises(JournalError, match="cannot open the journal"):
+            Journal.open(path, read_only=True)
+    finally:
+        os.chmod(folder, 0o755)

@@ -1789,6 +1789,150 @@ def test_the_time_budget_stops_a_call_whose_time_bound_would_break_it(tmp_path, 
     assert [call[0] for call in toolbox.calls] == ["t.read"]
 
 
+def hanging(release: threading.Event) -> ToolRegistry:
+    """`t.read` and `t.write`, which answer only once `release` is set (within 30 s)."""
+
+    @tool("t.read")
+    def read(key: str) -> dict:
+        release.wait(30)
+        return {"value": key}
+
+    @tool("t.write")
+    def write(name: str, idempotency_key: str) -> dict:
+        release.wait(30)
+        return {"name": name}
+
+    registry = ToolRegistry()
+    for each in (read, write):
+        registry.register(each)
+    return registry
+
+
+def let_abandoned_calls_return(runtime, run: str, release: threading.Event) -> None:
+    release.set()
+    deadline = time.monotonic() + 10
+    while runtime._abandoned(run) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("budget, policy_limit, who, step, state", [
+    ("budget { time <= 1s }", "", "the plan's budget of 1s", 't.read(key: "k") retry 1', "blocked"),
+    ("", "limit time <= 1s", "the policy's limit of 1s", 't.write(name: "w") idempotency "w"', "outcome_unknown"),
+    ("budget { time <= 1s }", "limit time <= 5s", "the plan's budget of 1s", 't.read(key: "k")', "failed"),
+])
+def test_the_time_budget_ends_the_wait_for_a_call_with_no_time_bound(tmp_path, monkeypatch, budget, policy_limit,
+                                                                     who, step, state):
+    """A call with no `time` and no tool cap was waited for forever: a tool that hung held the run
+    (and `plangate run`) for good, whatever the budget. What the tighter time budget leaves bounds
+    the wait: a read's attempt fails (its retry is then blocked by the budget), a write's outcome is
+    unknown, and the reason says the time budget ran out."""
+    monkeypatch.delenv("PLANGATE_FAULT", raising=False)
+    release = threading.Event()
+    policy = TEST_POLICY.replace("limit concurrency", policy_limit + "\n  limit concurrency")
+    with runtime_at(tmp_path / "journal.db", hanging(release)) as runtime:
+        run = runtime.start(plan_text(f"  {budget}\n  step s {{ call {step} }}"), "t.plan", [("t.policy", policy)])
+        started = time.monotonic()
+        report = runtime.advance(run)
+        waited = time.monotonic() - started
+        records = runtime.journal.records(run)
+        let_abandoned_calls_return(runtime, run, release)
+    assert waited < 5
+    ran_out = f"no answer within 1s, when the time budget ran out ({who})"
+    assert report.steps["s"]["state"] == state
+    if state == "outcome_unknown":
+        assert report.steps["s"]["reason"] == ran_out and report.exit_code == 3
+    else:
+        (failed,) = [r for r in records if r.kind == "attempt_failed"]
+        assert failed.body["error"] == f"{ran_out} (a read-only call: no effect to settle)"
+        assert report.exit_code == 1
+    if state == "blocked":  # the retry would start with the budget spent
+        assert report.steps["s"]["reason"].startswith("the run has taken 1") and report.steps["s"]["reason"].endswith(
+            f"over {who}")
+    assert len([r for r in records if r.kind == "intent"]) == 1
+
+
+def test_a_rollback_with_no_time_cap_is_waited_for_only_as_long_as_the_time_budget_leaves(tmp_path, monkeypatch):
+    monkeypatch.delenv("PLANGATE_FAULT", raising=False)
+    release, undone = threading.Event(), []
+    policy = TEST_POLICY.replace("tool t.send", "tool t.undo  { risk reversible_write }\n  tool t.send") \
+        .replace("limit concurrency", "limit time <= 2s\n  limit concurrency")
+    with runtime_at(tmp_path / "journal.db", slow_rollbacks(release, undone)) as runtime:
+        run = runtime.start(SLOW_UNDO_PLAN, "t.plan", [("t.policy", policy)])
+        assert runtime.advance(run).steps["n"]["state"] == "waiting_for_approval"
+        started = time.monotonic()
+        report = runtime.abort(run, rollback=True)
+        waited = time.monotonic() - started
+        let_abandoned_calls_return(runtime, run, release)
+    assert waited < 5
+    assert report.state == "aborting" and report.steps["a"]["state"] == "outcome_unknown"
+    reason = report.steps["a"]["reason"]
+    assert reason.startswith("its rollback by `t.undo` gave no answer within ")
+    assert reason.endswith(", when the time budget ran out (the policy's limit of 2s) and may have happened")
+
+
+def test_plangate_run_ends_when_the_time_budget_runs_out_on_a_tool_that_hangs(tmp_path):
+    (tmp_path / "tools.py").write_text("import time\nfrom plangate import tool\n\n\n@tool('x.hang')\n"
+                                       "def hang() -> dict:\n    time.sleep(3600)\n    return {}\n")
+    (tmp_path / "p.policy").write_text("policy p { tool x.* { risk read_only } limit time <= 2s }\n")
+    (tmp_path / "q.plan").write_text("plan q { step s { call x.hang() risk read_only } }\n")
+    started = time.monotonic()
+    done = cli("run", "q.plan", "--policy", "p.policy", "--tools", "tools.py", "--journal", "j.db", cwd=tmp_path,
+               demo_dir=tmp_path)
+    assert time.monotonic() - started < 60
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "when the time budget ran out (the policy's limit of 2s)" in done.stdout
+
+
+def nested(depth: int, inside: Any = None) -> Any:
+    """`inside` in `depth` lists, one inside another."""
+    value = inside
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def test_a_result_nested_past_the_bound_fails_its_attempt_instead_of_breaking_the_run(box):
+    """A result 600 lists deep was journaled, and every pass that gave it to a later step then
+    failed with an internal error (a RecursionError): the run was stuck for good."""
+    toolbox, runtime = box
+    body = """
+  step a { call t.read(key: "%s") }
+  step b { call t.write(name: "b", value: a.result.value) idempotency "b" }
+"""
+    toolbox.values = {"deep": nested(600), "fits": nested(63, 1)}  # `{"value": …}`: 601 and 64 levels
+    run = start_plan(runtime, body % "deep")
+    report = runtime.advance(run)
+    assert report.state == "failed" and report.steps["b"]["state"] == "cancelled"
+    assert report.steps["a"]["reason"] == ("attempt 1 failed: tool t.read returned a result that is not JSON that "
+                                           "plangate can keep: it is nested more than 64 levels deep in lists and "
+                                           "maps, the most a run keeps")
+    assert not kinds(runtime, run, "result")
+    fits = start_plan(runtime, body % "fits")
+    assert runtime.advance(fits).state == "succeeded"
+    (intent,) = kinds(runtime, fits, "intent", "b")
+    assert intent.body["args"]["value"] == nested(63, 1)
+
+
+def test_a_result_settled_by_hand_is_held_to_the_bounds_of_a_tools_result(box, capsys):
+    from plangate.cli import main
+
+    toolbox, runtime = box
+    run = start_plan(runtime, '  step w { call t.write(name: "w") risk reversible_write idempotency "w" }')
+    crash_after_intent(runtime, run, "w", "w")
+    assert runtime.advance(run).steps["w"]["state"] == "outcome_unknown"
+    with pytest.raises(RunError, match="not JSON that plangate can keep: it is nested more than 64 levels deep"):
+        runtime.reconcile(run, "w", True, "ops", {"l": nested(64)})
+    with pytest.raises(RunError, match="its canonical JSON text is over 16 MiB, the most a run keeps"):
+        runtime.reconcile(run, "w", True, "ops", {"s": "x" * (16 * 1024 * 1024)})
+    journal = str(runtime.journal.path)
+    settle = ["reconcile", run, "w", "--happened", "--as", "ops", "--journal", journal, "--result"]
+    assert main([*settle, json.dumps({"l": nested(200)})]) == 2
+    assert "it is nested more than 64 levels deep in lists and maps" in capsys.readouterr().err
+    assert not kinds(runtime, run, "reconciled")  # nothing recorded
+    assert main([*settle, json.dumps({"l": nested(63)})]) == 0
+    assert runtime.view(run).results["w"] == {"l": nested(63)}
+
+
 def forge(path, run: str, seq: int, edit) -> None:
     """Edit record `seq` of `run` with `edit(body) -> body text` and rebuild every hash after it
     and the head, as someone who knows the format could: the chain then verifies."""

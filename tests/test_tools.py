@@ -356,6 +356,43 @@ def test_results_must_be_json():
     assert not invoke(returns, {"kind": "nan"}).ok
 
 
+def test_a_result_past_the_bounds_a_run_keeps_fails_like_one_with_no_json_form():
+    """At most 64 lists and maps deep and 16 MiB of canonical JSON: a deeper result broke every
+    later pass of its run, and a 200 MB one was journaled whole. A reconcile hook's answer, which
+    stands for the call's result, is held to the same bounds."""
+    from plangate.runtime.canonical import MAX_KEPT_BYTES, MAX_KEPT_DEPTH
+
+    def nested(depth: int) -> Any:
+        value: Any = 1
+        for _ in range(depth):
+            value = [value]
+        return value
+
+    @tool("returns.nested")
+    def returns_nested(depth: int) -> Any:
+        return nested(depth)
+
+    @tool("returns.text")
+    def returns_text(length: int, idempotency_key: str) -> Any:
+        return "é" * length
+
+    @returns_text.reconcile
+    def returns_text_reconcile(idempotency_key: str) -> Any:
+        return {"l": nested(MAX_KEPT_DEPTH)}
+
+    assert invoke(returns_nested, {"depth": MAX_KEPT_DEPTH}) == Outcome(True, result=nested(MAX_KEPT_DEPTH))
+    too_deep = ("returned a result that is not JSON that plangate can keep: it is nested more than 64 levels deep "
+                "in lists and maps, the most a run keeps")
+    assert invoke(returns_nested, {"depth": MAX_KEPT_DEPTH + 1}) == Outcome(False, error="tool returns.nested "
+                                                                                        + too_deep)
+    assert invoke(returns_nested, {"depth": 100_000}).error == "tool returns.nested " + too_deep
+    assert invoke(returns_text, {"length": (MAX_KEPT_BYTES - 2) // 2, "idempotency_key": "k"}).ok  # quotes and 2 bytes a character
+    assert invoke(returns_text, {"length": MAX_KEPT_BYTES // 2, "idempotency_key": "k"}).error == (
+        "tool returns.text returned a result that is not JSON that plangate can keep: its canonical JSON text is over "
+        "16 MiB, the most a run keeps")
+    assert invoke_reconcile(returns_text, "k").error == "the reconcile hook of tool returns.text " + too_deep
+
+
 def test_reconcile_hooks_are_invoked_like_tools(tmp_path):
     registry = ToolRegistry()
     registry.load(str(write(tmp_path, "tools.py", TOOLS_FILE)))

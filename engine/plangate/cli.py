@@ -287,7 +287,7 @@ def _seconds(text: str) -> float:
     except ValueError:
         raise argparse.ArgumentTypeError(f"`{text}` is not a number of seconds") from None
     if not 0 < value <= 600:
-        raise argparse.ArgumentTypeError(f"`{text}` is not more than 0 and at most 600 seconds")
+        raise argparse.ArgumentTypeError(f"`{text}` is out of range: give more than 0 and at most 600 seconds")
     return value
 
 
@@ -385,27 +385,40 @@ def _runtime_command(function):
         try:
             return function(args)
         except JournalError as error:  # found while reading or writing a journal that opened
-            print(f"plangate: {error} (the journal is damaged, or cannot be written)", file=sys.stderr)
+            print(_terminal_text(f"plangate: {error} (the journal is damaged, or cannot be written)"), file=sys.stderr)
             return 2
-        except RunError as error:
-            print(f"plangate: {error}", file=sys.stderr)
+        except RunError as error:  # it may quote the journal: a reason, a name
+            print(_terminal_text(f"plangate: {error}"), file=sys.stderr)
             return 2
     return run
 
 
+def _terminal_text(text: str) -> str:
+    """Text from a journal as the runtime's commands print it (`run`, `resume`, `status`, `log`,
+    `abort`, their errors; `--format json` keeps it as it is): a tool's error message, a reason, a
+    name may hold anything. Each control character is shown as `check` shows one, by its control
+    picture (`␛` for ESC, `␊` for a newline: no escape sequence reaches the terminal, and a record
+    or a step stays one line), and each invisible or reordering character (a bidi override) as
+    `approve` shows one, as its `\\uXXXX` escape (`_unspoofed`), so the text reads as it is."""
+    from plangate.diagnostics.render import one_line
+
+    return _unspoofed(one_line(text))
+
+
 def _print_report(report) -> int:
-    print(f"run {report.run}: {report.state}")
+    print(_terminal_text(f"run {report.run}: {report.state}"))
     for step_id, info in report.steps.items():
         reason = f" — {info['reason']}" if info.get("reason") else ""
-        print(f"  {step_id:<20} {info['state']:<22} attempts {info['attempts']}{reason}")
+        print(_terminal_text(f"  {step_id:<20} {info['state']:<22} attempts {info['attempts']}{reason}"))
     if report.state != "succeeded":
-        print(report.message)
+        print(_terminal_text(report.message))
     unsettled = [step_id for step_id, info in report.steps.items() if info["state"] == "outcome_unknown"]
     if report.state != "aborted" and (any(info["state"] == "waiting_for_approval" for info in report.steps.values())
                                       or any(step_id not in report.needs_reconcile for step_id in unsettled)):
-        print(f"go on with: plangate resume {report.run} --tools …")
+        print(_terminal_text(f"go on with: plangate resume {report.run} --tools …"))
     for step_id in report.needs_reconcile:
-        print(f"settle it with: plangate reconcile {report.run} {step_id} --happened|--not-happened --as NAME")
+        print(_terminal_text(f"settle it with: plangate reconcile {report.run} {step_id} --happened|--not-happened "
+                             "--as NAME"))
     return report.exit_code
 
 
@@ -570,10 +583,10 @@ def _log(args: argparse.Namespace) -> int:
             "problems": [{"seq": p.seq, "code": p.code, "message": p.message} for p in problems]}, indent=2))
     else:
         for record in records:
-            print(f"{record.at}  {record.kind:<15} {record.step or '':<18} {_summary(record)}")
+            print(_terminal_text(f"{record.at}  {record.kind:<15} {record.step or '':<18} {_summary(record)}"))
         if args.verify:
             print("journal verified: the hash chain is whole" if not problems else
-                  "journal damaged:\n" + "\n".join(f"  {p}" for p in problems))
+                  "journal damaged:\n" + "\n".join(_terminal_text(f"  {p}") for p in problems))
     return 1 if problems and args.verify else 0
 
 

@@ -17,6 +17,17 @@ equal exactly when the values do. The form:
 Anything else raises `TypeError`, and a value that cannot be written raises `ValueError`: the
 canonical form never guesses. `content_hash(value)` is `"sha256:"` and the hex SHA-256 of the
 canonical text encoded as UTF-8.
+
+`kept_json(value)` is the canonical text of a value a run keeps from outside — a tool's result, a
+reconcile hook's answer, a result settled by hand — within two bounds: at most `MAX_KEPT_DEPTH`
+(64, as deep as a plan may nest brackets: `syntax.MAX_NESTING`) lists and maps one inside another,
+and at most `MAX_KEPT_BYTES` (16 MiB) of text in UTF-8. Both are checked by a walk without
+recursion before any text is written (a 200 MB string is refused without being copied; a value
+that holds itself is too deep), and the size again on the text. A value within them is small
+enough for the journal to hold and read back whole, and shallow enough for every recursive walk a
+run makes of it (`canonical_json`, CEL's operators, Python's `==` and `repr`) even inside the
+deepest expression a plan may hold (`ir.lower.MAX_EXPRESSION_DEPTH` more levels). `plain` walks
+without recursion, at any depth.
 """
 
 from __future__ import annotations
@@ -25,9 +36,11 @@ import hashlib
 import json
 import math
 from decimal import Decimal
-from typing import Any
+from typing import Any, Iterator
 
 HASH_PREFIX = "sha256:"
+MAX_KEPT_DEPTH = 64  # lists and maps one inside another in a value a run keeps (`kept_json`)
+MAX_KEPT_BYTES = 16 * 1024 * 1024  # UTF-8 bytes of the canonical text of a value a run keeps
 
 
 def canonical_json(value: Any) -> str:
@@ -39,22 +52,41 @@ def canonical_json(value: Any) -> str:
 
 def plain(value: Any) -> Any:
     """A CEL value as a tool is given it: a `uint` as an int, a duration or timestamp as its text
-    (`90s`, `2024-01-01T08:00:00Z`), bytes as text, maps and lists likewise inside."""
+    (`90s`, `2024-01-01T08:00:00Z`), bytes as text, maps and lists likewise inside. Without
+    recursion, at any depth: each list or map is made empty and filled as the walk reaches its
+    items; a map's in their order, so of two keys that read alike (`1` and `"1"`) the later's value
+    wins, as in a dict built from its items."""
     from plangate.cel.evaluate import Duration, Timestamp, Uint
 
-    if isinstance(value, bool) or value is None or isinstance(value, (str, float)):
-        return value
-    if isinstance(value, (Uint, int)):
-        return int(value)
-    if isinstance(value, (Duration, Timestamp)):
-        return str(value)
-    if isinstance(value, bytes):
-        return value.decode("utf-8", errors="replace")
-    if isinstance(value, dict):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    return value
+    def scalar(item: Any) -> Any:
+        if isinstance(item, bool) or item is None or isinstance(item, (str, float)):
+            return item
+        if isinstance(item, (Uint, int)):
+            return int(item)
+        if isinstance(item, (Duration, Timestamp)):
+            return str(item)
+        if isinstance(item, bytes):
+            return item.decode("utf-8", errors="replace")
+        return item
+
+    top: list[Any] = [None]
+    pending: list[tuple[Any, Any, Any]] = [(value, top, 0)]  # (value, the list or map it goes in, where)
+    while pending:
+        item, into, where = pending.pop()
+        if isinstance(item, dict):
+            made: Any = dict.fromkeys(str(key) for key in item)
+            pending.extend((inner, made, str(key)) for key, inner in reversed(item.items()))
+        elif isinstance(item, (list, tuple)):
+            made = [None] * len(item)
+            for index, inner in enumerate(item):
+                if isinstance(inner, (dict, list, tuple)):
+                    pending.append((inner, made, index))
+                else:
+                    made[index] = scalar(inner)
+        else:
+            made = scalar(item)
+        into[where] = made
+    return top[0]
 
 
 def call_value(value: Any) -> Any:
@@ -102,6 +134,53 @@ def key_text(value: Any) -> str:
     `canonical_json` does for a value with no canonical text."""
     value = plain(value)
     return value if isinstance(value, str) else canonical_json(value)
+
+
+_TOO_LARGE = f"its canonical JSON text is over {MAX_KEPT_BYTES // (1024 * 1024)} MiB, the most a run keeps"
+
+
+def kept_json(value: Any) -> str:
+    """The canonical JSON text of a value a run keeps from outside (see the module docstring);
+    raises as `canonical_json` does, and `ValueError` for a value nested more than
+    `MAX_KEPT_DEPTH` deep or whose text would be over `MAX_KEPT_BYTES`."""
+    problem = _bounds_problem(value)
+    if problem is None:
+        text = canonical_json(value)
+        if len(text.encode("utf-8")) <= MAX_KEPT_BYTES:
+            return text
+        problem = _TOO_LARGE
+    raise ValueError(problem)
+
+
+def _bounds_problem(value: Any) -> str | None:
+    """Why `value` is past a bound of `kept_json`, where a walk can tell without writing its text:
+    nested too deep, or larger than a lower bound of its text's bytes allows (each string its
+    characters and quotes, each other value at least one character, each list or map its
+    brackets and separators, each key its characters, quotes and colon). Depth first, keeping one
+    iterator per open list or map, so it stops at the first level past the bound."""
+    size = 0
+    levels: list[Iterator[Any]] = [iter((value,))]
+    while levels:
+        for item in levels[-1]:
+            if isinstance(item, (list, tuple, dict)):
+                if len(levels) > MAX_KEPT_DEPTH:
+                    return (f"it is nested more than {MAX_KEPT_DEPTH} levels deep in lists and maps, the most a "
+                            "run keeps")
+                size += 1 + max(len(item), 1)
+                if isinstance(item, dict):
+                    size += sum(len(key) + 3 if isinstance(key, str) else 3 for key in item)
+                    levels.append(iter(item.values()))
+                else:
+                    levels.append(iter(item))
+            else:
+                size += len(item) + 2 if isinstance(item, str) else 1
+            if size > MAX_KEPT_BYTES:
+                return _TOO_LARGE
+            if isinstance(item, (list, tuple, dict)):
+                break  # into it; what follows it is taken up once it is walked
+        else:
+            levels.pop()
+    return None
 
 
 def content_hash(value: Any) -> str:

@@ -34,7 +34,9 @@ and, for each that is not finished:
   (3) journal the result and its external reference (`_external_ref`: the result's `id`, `ref`,
   `external_ref` or `url`, the first that is a string or an integer) or the failure; (4) evaluate
   `expect` and journal evidence; (5) only then mark the step `succeeded`. A failed attempt is
-  retried while `retry` allows, with the same key.
+  retried while `retry` allows, with the same key. A call is waited for until its step's time
+  bound runs out, or what the time budget leaves when it starts, whichever is first
+  (`_wait_bound`): a call with no bound of its own is never waited for past the budget.
 Calls of steps that are ready together run in a thread pool of the policy's concurrency limit; the
 journal is written only from the host's thread.
 
@@ -101,7 +103,7 @@ from plangate.policy.compiled import CatalogueEntry, CompiledPolicy, format_seco
 from plangate.policy.decide import evaluator_for
 from plangate.checks.catalogue import not_in_catalogue, refusal_before_rules, typed_arguments
 from plangate.policy.facts import StepFacts, effective_risk, rule_activation
-from plangate.runtime.canonical import call_value, canonical_json, content_hash, key_text, plain, undecodable
+from plangate.runtime.canonical import call_value, canonical_json, content_hash, kept_json, key_text, plain, undecodable
 from plangate.runtime.canonical_plan import canonical, plan_hash
 from plangate.runtime.errors import RunError
 from plangate.runtime.journal import Journal, Record, StaleHead
@@ -425,14 +427,15 @@ class Runtime:
         limited = bool(allowed)
         workers = allowed if allowed else max(1, min(len(view.plan.steps), DEFAULT_WORKERS))
         pool = ThreadPoolExecutor(max_workers=workers)
-        running: dict[Future, tuple[str, dict[str, Any], float]] = {}  # call → (step, intent, deadline)
+        # call → (step, intent, deadline, how long it was given: `_wait_bound`'s text)
+        running: dict[Future, tuple[str, dict[str, Any], float, str]] = {}
         frontier = _Frontier(_index(view.plan), view.states)
         try:
             while True:
                 view = self.view(run)
                 frontier.update(view.states)
                 progressed = settled = starved = False
-                in_flight = {name for name, _, _ in running.values()}
+                in_flight = {name for name, *_ in running.values()}
                 held = len(self._abandoned(run)) if limited else 0  # workers still taken by timed-out calls
                 for step_id in frontier.candidates():
                     if view.states.get(step_id) in FINISHED | {"outcome_unknown"} or step_id in in_flight:
@@ -448,9 +451,10 @@ class Runtime:
                         settled = True
                         continue
                     self.fault(step_id, "after_intent")
-                    bound = _time_bound(view.policy, _step(view.plan, step_id))  # type: ignore[arg-type]
-                    deadline = time.monotonic() + bound if bound else float("inf")  # the step's `time`, else its tool's cap
-                    running[pool.submit(_call_tool, self.tools, action)] = (step_id, action, deadline)
+                    within = self._wait_bound(view, _step(view.plan, step_id))  # type: ignore[arg-type]
+                    deadline = time.monotonic() + within[0] if within else float("inf")
+                    running[pool.submit(_call_tool, self.tools, action)] = (step_id, action, deadline,
+                                                                            within[1] if within else "")
                 abandoned = self._abandoned(run) if starved or running else {}
                 if not running and not abandoned:
                     if not progressed and not starved:
@@ -463,13 +467,13 @@ class Runtime:
                         return self.report(run, self.view(run), _held_workers(abandoned, workers))
                     soonest = min(grace for _, grace in abandoned.values())
                 else:
-                    soonest = min(deadline for _, _, deadline in running.values())
+                    soonest = min(deadline for _, _, deadline, _ in running.values())
                 timeout = None if soonest == float("inf") else max(0.0, soonest - time.monotonic())
                 done, _ = wait([*running, *abandoned], timeout=timeout, return_when=FIRST_COMPLETED)
                 for future in done:
                     if future in abandoned:  # returned at last: a worker is free (its outcome is settled
                         continue             # as any unknown one is, by the next `resume`)
-                    step_id, call, _ = running.pop(future)
+                    step_id, call, *_ = running.pop(future)
                     self.fault(step_id, "after_call")
                     self._finish(self.view(run), step_id, call, future.result())
                 if self._time_out(run, running):  # their threads stay busy: later calls get fresh ones (`_abandoned` counts them)
@@ -479,7 +483,7 @@ class Runtime:
             # Calls still in flight when an exception ends the loop (an interrupt, a journal error)
             # are kept on the books as timed-out ones are: they hold the run until they return, so
             # no one asks a hook "did it happen?" of a call not yet done and makes it again.
-            in_flight_now = [(future, step_id, deadline) for future, (step_id, _, deadline) in running.items()
+            in_flight_now = [(future, step_id, deadline) for future, (step_id, _, deadline, _) in running.items()
                              if not future.done()]
             for future, step_id, deadline in in_flight_now:
                 left = deadline - time.monotonic()
@@ -550,8 +554,9 @@ class Runtime:
                                 "after a crash may repeat the effect")
         return warnings
 
-    def _time_out(self, run: str, running: dict[Future, tuple[str, dict[str, Any], float]]) -> int:
-        """Calls past their step's `time`: the step becomes `outcome_unknown` (the call may still
+    def _time_out(self, run: str, running: dict[Future, tuple[str, dict[str, Any], float, str]]) -> int:
+        """Calls past the time they were given (`_wait_bound`: their step's time bound, or what the
+        run's time budget had left): the step becomes `outcome_unknown` (the call may still
         take effect), to be settled by the tool's reconcile hook or by hand — never called again
         blindly. A read-only call has no effect to repeat, so its timeout is a failed attempt
         instead, retried if the step allows. The abandoned call's answer, if it ever comes, is not
@@ -559,7 +564,7 @@ class Runtime:
         call returns: it may still take effect, so no other process may settle or repeat it meanwhile."""
         now = time.monotonic()
         abandoned = 0
-        for future, (step_id, call, deadline) in list(running.items()):
+        for future, (step_id, call, deadline, within) in list(running.items()):
             if now < deadline or future.done():  # (one that answered meanwhile is finished by the next wait)
                 continue
             view = self.view(run)
@@ -567,7 +572,7 @@ class Runtime:
             assert step is not None and step.call is not None
             self._abandon(run, step_id, future, _time_bound(view.policy, step))
             del running[future]  # only now: should anything above fail, the call is still on the books
-            reason = f"no answer within {_bound_text(view.policy, step)}"
+            reason = f"no answer within {within}"
             if effective_risk(step, view.policy.match(step.call.tool)) == Risk.read_only:
                 self.journal.append(run, "attempt_failed", {"error": f"{reason} (a read-only call: no effect to "
                                                                      f"settle)"}, step=step_id)
@@ -799,6 +804,35 @@ class Runtime:
                 return (f"the call may take {bound}s: after {_seconds(elapsed)} so far the run could take "
                         f"{_seconds(elapsed + bound)}, over {who} of {seconds}s")
         return None
+
+    def _time_left(self, view: RunView) -> tuple[float, str] | None:
+        """The seconds the run's tightest time budget (the plan's `budget { time }` or the policy's
+        `limit time`) leaves, on the elapsed time `_budget_problem` counts, and that budget as its
+        messages name it; None without one."""
+        budgets = []
+        if view.plan.budget is not None and view.plan.budget.time is not None:
+            budgets.append((view.plan.budget.time.seconds, "the plan's budget"))
+        time_limit = view.policy.limit("time")
+        if time_limit is not None and time_limit.seconds is not None:
+            budgets.append((time_limit.seconds, "the policy's limit"))
+        if not budgets:
+            return None
+        seconds, who = min(budgets)
+        return seconds - (self.clock() - view.started_at), f"{who} of {seconds}s"
+
+    def _wait_bound(self, view: RunView, step: Step) -> tuple[float, str] | None:
+        """How long a call of `step` (or its rollback, as `_as_rollback` gives it) is waited for, in
+        seconds and as its reason says once it has not answered: its time bound (`_time_bound`), or
+        the time the run's time budget leaves (`_time_left`), whichever ends first; None when
+        neither bounds it. `_budget_problem` lets no call start whose bound would outlast the
+        budget, so the budget is what ends the wait of a call with no bound of its own, which a
+        tool that hangs would otherwise hold forever."""
+        bound = _time_bound(view.policy, step)
+        left = self._time_left(view)
+        if left is not None and (not bound or left[0] < bound):
+            seconds = max(left[0], 0.0)
+            return seconds, f"{_seconds(seconds)}, when the time budget ran out ({left[1]})"
+        return (float(bound), _bound_text(view.policy, step)) if bound else None
 
     def required_approvals(self, view: RunView, step: Step, requirements: list) -> dict[str, tuple[int, int | None]]:
         """role → (approvers needed, the longest validity in seconds), from the policy and the plan."""
@@ -1047,8 +1081,8 @@ class Runtime:
             raise RunError(f"step `{step_id}` of run `{run}` has no unknown outcome to settle "
                                 f"(it is {view.states.get(step_id, 'not started')})")
         try:
-            canonical_json(result)
-        except (TypeError, ValueError, RecursionError) as error:
+            kept_json(result)  # held to the bounds of a tool's result, which it stands for
+        except (TypeError, ValueError) as error:
             raise RunError(f"the result to record is not JSON that plangate can keep: {error}") from None
         flag = {"rollback": True} if step_id in view.rollback_intents else {}  # the unknown is its rollback's
         records = [("reconciled", {"happened": happened, "by": by, **flag}, step_id)]
@@ -1220,7 +1254,7 @@ class Runtime:
                                                  "key_passed": tool.takes_idempotency_key, "rollback": True},
                             step=step.id)
         self.fault(step.id, "rollback_after_intent")
-        within = _rollback_within(view.policy, tool_name)
+        within = self._wait_bound(view, undo)
         outcome = invoke(tool, kwargs) if within is None else self._invoke_within(view.run, step.id, tool, kwargs, within)
         if outcome is None:  # no answer in time: it may still happen, so it is settled as any unknown outcome
             self.journal.append(view.run, "outcome_unknown", {
@@ -1364,8 +1398,9 @@ def _tool_time_cap(policy: CompiledPolicy, tool: str) -> int:
 
 
 def _rollback_within(policy: CompiledPolicy, tool: str) -> tuple[float, str] | None:
-    """How long a rollback by `tool` (and that tool's reconcile hook, asked about it) may take: the
-    tool's `time <=` cap, in seconds and as written; None without one (waited for)."""
+    """How long the reconcile hook of `tool` may take to answer about a rollback by it: the tool's
+    `time <=` cap, in seconds and as written; None without one (waited for). Not the time budget,
+    which bounds calls: a hook makes none, it says whether one happened."""
     seconds = _tool_time_cap(policy, tool)
     return (float(seconds), f"{format_seconds(seconds)} (the time cap of its tool)") if seconds else None
 

@@ -10,7 +10,10 @@ the caller last read, and raises `StaleHead` (writing nothing) when another reco
 a decision taken on what the caller read is recorded only if it still holds. WAL lets other processes
 (`plangate status`, `plangate approve`) read a consistent snapshot while a run writes; writers queue
 on SQLite's write lock with a busy timeout. Each read (`records`, `verify`, `step_states`) reads in
-one transaction, so it sees one snapshot, never half of a concurrent append.
+one transaction, so it sees one snapshot, never half of a concurrent append. Opened `read_only` in a
+directory the process cannot write, where SQLite could not create the WAL index it reads through,
+a journal with no `-wal` file left is read as an immutable file instead (`Journal.open` says why
+that is sound).
 
 Tables (STRICT, so a column never holds a value of another type):
     records(seq, run, kind, step, body, at, prev_hash, hash)  append-only (triggers refuse UPDATE
@@ -58,6 +61,7 @@ call is in flight (the runtime crashed before its intent, or the attempt failed)
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 from contextlib import contextmanager
@@ -239,11 +243,24 @@ class Journal:
         path = Path(path)
         if (read_only or not create) and not path.is_file():
             raise JournalError(f"there is no journal at {path}")
+        # A reader of a WAL journal needs the `-shm` index beside it, and SQLite creates it when it
+        # is missing (the last connection to close deletes it, and the `-wal` file): in a directory
+        # this process cannot write (an archived journal, a read-only mount) that fails. There, if
+        # no `-wal` file is left, every committed record is in the file itself, so it is opened
+        # `immutable`: read as it is, without the index and without locks. A `-wal` file (a writer
+        # that is open, or crashed) can only be read through the index, so then the file is opened
+        # as usual (which fails if the `-shm` is missing). An immutable read is sound while nobody
+        # writes the file, which takes write access to this directory (for the `-wal`): only
+        # another user's process could; what it appends after the read began is not seen, and a
+        # read torn by its checkpoint fails SQLite's checks or the hash chain's.
+        immutable = read_only and not os.access(path.parent, os.W_OK) \
+            and not path.with_name(path.name + "-wal").exists()
 
         def connect() -> sqlite3.Connection:  # check_same_thread: a connection may be closed by the GC elsewhere
             if read_only:
-                return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None,
-                                       timeout=BUSY_TIMEOUT_SECONDS, check_same_thread=False)
+                return sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro{'&immutable=1' if immutable else ''}",
+                                       uri=True, isolation_level=None, timeout=BUSY_TIMEOUT_SECONDS,
+                                       check_same_thread=False)
             return sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_SECONDS, check_same_thread=False)
 
         def connect_again() -> sqlite3.Connection:

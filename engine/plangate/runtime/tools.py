@@ -40,8 +40,11 @@ business. `invoke(tool, kwargs)` calls the tool and turns whatever happens into 
 exception becomes a failed outcome with its message (the runtime journals it), and so does any
 other `BaseException` (`sys.exit()` in a tool fails the attempt, never ends plangate) except
 `KeyboardInterrupt`, which still stops the process (the open intent is then an unknown outcome); a result that has
-no canonical JSON form fails too, and a successful result is the JSON value the journal will hold
-(tuples become lists, `Decimal`s strings), so a replayed run sees what the live run saw.
+no canonical JSON form fails too, and so does one past the bounds of what a run keeps (`kept_json`:
+nested more than 64 lists and maps deep, or over 16 MiB as canonical JSON: the journal would hold
+it whole, every reader would load it, and a walk of it could exhaust the stack); a successful
+result is the JSON value the journal will hold (tuples become lists, `Decimal`s strings), so a
+replayed run sees what the live run saw.
 `invoke_reconcile(tool, idempotency_key)` does the same for the reconcile hook, whose answer is the
 call's result or None: a bool says neither (`True` is no result), so it fails too.
 """
@@ -68,7 +71,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from plangate.runtime.canonical import canonical_json, undecodable
+from plangate.runtime.canonical import kept_json, undecodable
 
 IDEMPOTENCY_PARAMETER = "idempotency_key"
 
@@ -477,9 +480,9 @@ def _call(function: Callable[..., Any], kwargs: dict[str, Any], what: str) -> Ou
     except BaseException as error:  # SystemExit too: a tool cannot end the run, only fail its attempt
         return Outcome(False, error=_exception_text(error))
     try:
-        result_text = canonical_json(result)
-    except (TypeError, ValueError, RecursionError) as error:
-        return Outcome(False, error=f"{what} returned a result that is not JSON: {error}")
+        result_text = kept_json(result)
+    except (TypeError, ValueError) as error:
+        return Outcome(False, error=f"{what} returned a result that is not JSON that plangate can keep: {error}")
     return Outcome(True, result=json.loads(result_text))
 
 
