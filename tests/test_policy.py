@@ -682,7 +682,9 @@ def test_a_more_specific_entry_in_another_policy_never_loosens_a_tool():
 def test_a_pattern_two_policies_share_does_not_speak_for_a_tool_one_of_them_rates_itself():
     """`deploy.*` is in both policies, and the overlay rates `deploy.preview` itself: the overlay
     speaks of it through that entry (read_only), the base through `deploy.*` (reversible_write),
-    so the tool is reversible_write; the overlay's `deploy.*` (external_write) is not about it."""
+    so the tool is reversible_write; the overlay's `deploy.*` risk (external_write) is not about
+    it, but its cost cap is, since `deploy.preview` states none (what an entry leaves unsaid comes
+    from its policy's next entry for the tool)."""
     from plangate.driver import check_sources
     from plangate.source import SourceFile
 
@@ -692,7 +694,7 @@ def test_a_pattern_two_policies_share_does_not_speak_for_a_tool_one_of_them_rate
     for policies in ([base, overlay], [overlay, base]):
         compiled = check_sources([], policies).policy
         preview = compiled.match("deploy.preview")
-        assert (preview.risk.name, preview.cost_cap, preview.policies) == ("reversible_write", None, ("base", "overlay"))
+        assert (preview.risk.name, preview.cost_cap, preview.policies) == ("reversible_write", 3, ("base", "overlay"))
         other = compiled.match("deploy.other")
         assert (other.risk.name, other.cost_cap) == ("external_write", 3)
 
@@ -894,3 +896,32 @@ def test_a_test_block_with_an_error_inside_fails(tmp_path, capsys):
     cases = {case.get("name"): case for case in ET.fromstring(out).iter("testcase")}
     assert cases["two calls"].find("failure") is not None and "duplicate-clause" in ET.tostring(cases["two calls"], "unicode")
     assert cases["fine"].find("failure") is None
+
+
+def test_an_entry_takes_what_it_leaves_unsaid_from_its_policys_next_entry_for_the_tool():
+    """`deploy.preview { args { … } }` under `deploy.* { risk reversible_write }` keeps the risk:
+    no false `irreversible` requirements for a step that declares none, and a step declaring
+    `read_only` is `risk-underdeclared` (it was accepted); `pay.refund { risk irreversible }` under
+    `pay.* { args { amount: double } }` keeps the schema (a string amount was accepted)."""
+    from plangate.driver import check_sources
+    from plangate.source import SourceFile
+
+    policy = SourceFile("w.policy", """policy w {
+      tool deploy.* { risk reversible_write cost <= 5 usd }
+      tool deploy.preview { args { artifact: string } }
+      tool pay.* { risk external_write args { amount: double } }
+      tool pay.refund { risk irreversible }
+      require approval when step.risk == irreversible by 2 of role "finance" within 15m
+      require rollback when step.risk == reversible_write }""")
+    plan = SourceFile("p.plan", """plan p {
+      step a { call deploy.preview(artifact: "a") rollback deploy.delete(id: result.id) }
+      step b { call deploy.preview(artifact: "b") risk read_only rollback deploy.delete(id: result.id) }
+      step c { call pay.refund(amount: "900") approval by 2 of role "finance" within 15m } }""")
+    result = check_sources([plan], [policy])
+    assert sorted((d.name, plan.position(d.span.start)[0]) for d in result.diagnostics) == [
+        ("arg-type", 4), ("risk-underdeclared", 3)]
+    preview = result.policy.match("deploy.preview")
+    assert (preview.risk.name, preview.cost_cap, preview.pattern) == ("reversible_write", 5, "deploy.preview")
+    assert preview.risk_source()[0] == "deploy.*" and preview.args_source()[0] == "deploy.preview"
+    [underdeclared] = [d for d in result.diagnostics if d.name == "risk-underdeclared"]
+    assert underdeclared.labels[0].message == "`deploy.*` is `reversible_write` here"

@@ -443,7 +443,6 @@ def test_a_warn_rule_renamed_does_not_count_but_a_warning_lost_does(tmp_path, ca
      ("loosened", "`deploy.preview` risk `reversible_write` → `read_only`")),
     ("tool deploy.preview { risk irreversible cost <= 10 usd }", ("tightened", "`deploy.preview` risk `reversible_write` → `irreversible`")),
     ("tool deploy.preview { risk reversible_write cost <= 50 usd }", ("loosened", "`deploy.preview` cost cap 10 usd → 50 usd")),
-    ("tool deploy.preview { risk reversible_write }", ("loosened", "`deploy.preview` cost cap 10 usd → none")),
     ("tool deploy.preview { risk reversible_write cost <= 10 usd time <= 1m }",
      ("tightened", "`deploy.preview` time cap none → 1m")),
 ])
@@ -466,6 +465,11 @@ def test_an_entry_added_under_a_pattern_is_compared_with_the_pattern_it_override
 def test_an_entry_that_repeats_its_pattern_is_a_rewrite(tmp_path, capsys):
     old = policy("tool deploy.* { risk reversible_write }")
     code, report, _ = diff(tmp_path, capsys, old, policy("tool deploy.* { risk reversible_write }\n"
+                                                         "tool deploy.preview { risk reversible_write }"))
+    assert code == 0 and subjects(report) == [("rewritten", "tool deploy.preview")]
+    # what the entry leaves unsaid (the cap) it takes from `deploy.*`: still the same meaning
+    old = policy("tool deploy.* { risk reversible_write cost <= 10 usd }")
+    code, report, _ = diff(tmp_path, capsys, old, policy("tool deploy.* { risk reversible_write cost <= 10 usd }\n"
                                                          "tool deploy.preview { risk reversible_write }"))
     assert code == 0 and subjects(report) == [("rewritten", "tool deploy.preview")]
 

@@ -48,7 +48,8 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
                 "risk-underdeclared", step.risk.span if step.risk is not None else step.id_span,
                 f"step `{step.id}` declares risk `{facts.declared_risk.name}` but its tool "
                 f"`{step.call.tool}` is `{facts.entry.risk.name}` in the catalogue",
-                labels=[Label(facts.entry.span, f"`{facts.entry.pattern}` is `{facts.entry.risk.name}` here")],
+                labels=[Label(facts.entry.risk_source()[1],
+                              f"`{facts.entry.risk_source()[0]}` is `{facts.entry.risk.name}` here")],
                 help=f"declare `risk {facts.entry.risk.name}` (or higher)")
 
 
@@ -78,7 +79,7 @@ def call_diagnostics(policy: CompiledPolicy, step: Step, call: ToolCall, entry: 
             suggestion = closest(argument.name, schema)
             yield diagnostic(
                 "arg-type", argument.span, f"`{call.tool}` has no argument `{argument.name}`",
-                labels=[Label(entry.span, "its arguments are declared here")],
+                labels=[Label(entry.args_source()[1], "its arguments are declared here")],
                 help=f"did you mean `{suggestion}`?" if suggestion else
                 "its arguments are " + (", ".join(f"`{name}`" for name in schema) or "none"))
             continue

@@ -56,6 +56,10 @@ class CatalogueEntry:
     # pattern gives them: (pattern, span) of that entry, for messages.
     cost_from: tuple[str, Span] | None = field(default=None, compare=False)
     time_from: tuple[str, Span] | None = field(default=None, compare=False)
+    # Likewise for the risk and the `args` schema: a more specific entry of one policy that states
+    # neither takes them from the policy's next entry for the tool that does (`entry_where`).
+    risk_from: tuple[str, Span] | None = field(default=None, compare=False)
+    args_from: tuple[str, Span] | None = field(default=None, compare=False)
     # One pattern given by several policies is one entry (the combination of theirs); these are
     # the policies' own entries, each with its one origin, so that each policy still speaks of a
     # tool through its own most specific entry (`entry_where`). Empty for an entry of one policy.
@@ -68,6 +72,14 @@ class CatalogueEntry:
     def time_source(self) -> tuple[str, Span]:
         """The pattern and span of the entry whose time cap this is."""
         return self.time_from or (self.pattern, self.span)
+
+    def risk_source(self) -> tuple[str, Span]:
+        """The pattern and span of the entry whose risk this is."""
+        return self.risk_from or (self.pattern, self.span)
+
+    def args_source(self) -> tuple[str, Span]:
+        """The pattern and span of the entry whose `args` schema this is."""
+        return self.args_from or (self.pattern, self.span)
 
     def specificity(self) -> tuple[int, int]:
         if self.pattern == "*":
@@ -179,19 +191,18 @@ class CompiledPolicy:
 
     def entry_where(self, applies: Callable[[CatalogueEntry], bool]) -> CatalogueEntry | None:
         """What the catalogue says of the tools the entries that `applies` selects stand for: each
-        policy's most specific such entry, those combined (`match`; `policy diff` asks it of a
-        class of tools)."""
+        policy's most specific such entry — with what it leaves unsaid (risk, caps, `args`) taken
+        from the policy's next such entry that says it (`_inherit`) —, those combined (`match`;
+        `policy diff` asks it of a class of tools)."""
         spoken: list[CatalogueEntry] = []
         for position in range(len(self.ids)):
-            best: CatalogueEntry | None = None
-            for combined in self.catalogue:
-                if position not in combined.origins:
-                    continue
-                entry = next((part for part in combined.parts if position in part.origins), combined)
-                if applies(entry) and (best is None or entry.specificity() > best.specificity()):
-                    best = entry
-            if best is not None and best not in spoken:
-                spoken.append(best)
+            found = [next((part for part in combined.parts if position in part.origins), combined)
+                     for combined in self.catalogue if position in combined.origins]
+            found = sorted((entry for entry in found if applies(entry)), key=CatalogueEntry.specificity, reverse=True)
+            if found:
+                entry = _inherit(found)
+                if entry not in spoken:
+                    spoken.append(entry)
         return _combine_matches(spoken) if spoken else None
 
     def limit(self, name: str) -> LimitValue | None:
@@ -348,6 +359,37 @@ def _merge_entries(first: CatalogueEntry, second: CatalogueEntry, diagnostics: l
     return replace(_combine_matches([first, second]), parts=(*(first.parts or (first,)), *(second.parts or (second,))))
 
 
+def _inherit(entries: list[CatalogueEntry]) -> CatalogueEntry:
+    """One policy's entries that match a tool, the most specific first, as one: the first, with each
+    of the risk, the cost cap, the time cap and the `args` schema it does not state taken from the
+    next that does. So `tool deploy.preview { args { … } }` under `tool deploy.* { risk
+    reversible_write }` declares the schema and keeps the risk: an entry that leaves the risk out
+    does not make its tool `irreversible`, nor let a step declare less than `deploy.*` says."""
+    first = entries[0]
+    if len(entries) == 1 or None not in (first.risk, first.cost_cap, first.time_cap, first.args):
+        return first
+
+    def giver(stated: Callable[[CatalogueEntry], bool]) -> CatalogueEntry | None:
+        return next((entry for entry in entries[1:] if stated(entry)), None) if not stated(first) else None
+
+    risk, cost, time, args = (giver(lambda e: e.risk is not None), giver(lambda e: e.cost_cap is not None),
+                              giver(lambda e: e.time_cap is not None), giver(lambda e: e.args is not None))
+    if (risk, cost, time, args) == (None, None, None, None):
+        return first
+    return replace(
+        first,
+        risk=risk.risk if risk is not None else first.risk,
+        cost_cap=cost.cost_cap if cost is not None else first.cost_cap,
+        currency=cost.currency if cost is not None else first.currency,
+        time_cap=time.time_cap if time is not None else first.time_cap,
+        args=args.args if args is not None else first.args,
+        risk_from=(risk.pattern, risk.span) if risk is not None else first.risk_from,
+        cost_from=cost.cost_source() if cost is not None else first.cost_from,
+        time_from=time.time_source() if time is not None else first.time_from,
+        args_from=(args.pattern, args.span) if args is not None else first.args_from,
+    )
+
+
 def _combine_matches(entries: list[CatalogueEntry]) -> CatalogueEntry:
     """The entries that several policies' most specific matches give one tool, as one: the highest
     risk (its pattern and span, for messages), the tightest caps, and the `args` schema of the most
@@ -374,6 +416,8 @@ def _combine_matches(entries: list[CatalogueEntry]) -> CatalogueEntry:
         origins=tuple(sorted({origin for entry in entries for origin in entry.origins})),
         cost_from=cost_entry.cost_source() if cost_entry is not None else None,
         time_from=time_entry.time_source() if time_entry is not None else None,
+        risk_from=riskiest.risk_from,
+        args_from=next((entry.args_source() for entry in by_specificity if entry.args is not None), None),
     )
 
 
