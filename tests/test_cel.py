@@ -766,3 +766,15 @@ def test_evaluations_inside_an_allowance_share_it_and_fail_bounded_once_it_is_sp
         again = scan({})
         assert isinstance(again, CelError) and again.bounded
     assert scan({}) is False  # outside it, as before
+
+
+@pytest.mark.parametrize("text, fix", [
+    ('step.risk == "external_write"', "step.risk == external_write"),
+    ('"irreversible" <= step.risk', "irreversible <= step.risk"),
+])
+def test_a_risk_class_written_as_a_string_gets_the_fix(text, fix):
+    from plangate.driver import check_sources
+
+    policy = SourceFile("q.policy", f'policy q {{ tool t.x {{ risk read_only }} deny "d" when {text} }}')
+    [found] = check_sources([], [policy]).diagnostics
+    assert found.name == "cel-type-error" and found.help == f"risk classes are constants, not strings: write `{fix}`"

@@ -490,3 +490,46 @@ def test_a_policy_test_declaring_a_risk_below_the_catalogue_is_refused(tmp_path)
     result = run_policy_tests([str(path)])
     assert [(o.name, o.passed) for o in result.outcomes] == [("low", True), ("allowed", False)]
     assert "below `irreversible`" in result.outcomes[0].decided
+
+
+REFUNDS = ('policy q { tool http.get { risk read_only } tool payments.refund { risk irreversible '
+           'args { amount: double, currency: string } }\n'
+           '  deny "refund-cap" when call.tool == "payments.refund" && args.amount > 500.0\n'
+           '  require approval when call.tool == "payments.refund" && args.amount > 100.0 by role "fin" }')
+
+
+@pytest.mark.parametrize("guard, expected", [
+    ("look.result.total <= 100.0", []),  # never over the cap, never over the approval's threshold
+    ("look.result.total <= 500.0", ["approval-missing"]),  # may need the approval, never denied
+    ("look.result.total > 600.0", ["approval-missing", "policy-deny"]),  # must: every run where it runs
+    ("true", ["approval-missing", "policy-deny-possible"]),
+])
+def test_a_step_is_decided_under_the_conditions_of_the_steps_whose_results_it_uses(guard, expected):
+    """`t` uses `s.result`, so it is skipped whenever `s` is: the rules and requirements decide it
+    on the runs where `s`'s `when` holds (a false `approval-missing`, a witness of a run that
+    cannot happen, and a "may" that is a "must" came from deciding it alone)."""
+    plan = f"""plan p {{
+      step look {{ call http.get(url: "u") }}
+      step s {{ when {guard} call http.get(url: "v") }}
+      step t {{ call payments.refund(amount: look.result.total, currency: s.result.cur) risk irreversible }}
+    }}"""
+    found = sorted(d.name for d in diagnostics(plan, REFUNDS) if d.severity.value != "note")
+    assert found == expected
+
+
+def test_a_rule_that_reads_only_the_plan_sees_the_risk_constants():
+    """`irreversible > read_only` in a plan-level rule made it fail to evaluate (no such name), so it
+    never fired; the gate, which sees the constants, fired it."""
+    policy = ('policy q { tool t.x { risk read_only }\n'
+              '  warn "w" when plan.version >= 1 && irreversible > read_only\n'
+              '  warn "e2" when external_write == 2 }')
+    found = diagnostics("plan p { version 3 step a { call t.x() } }", policy)
+    assert sorted(d.message.split(" fires")[0] for d in found if d.name == "policy-warn") == ["warn rule `e2`", "warn rule `w`"]
+
+
+def test_a_check_that_never_runs_is_named_as_such_by_check_missing():
+    policy = 'policy q { tool deploy.* { risk reversible_write } tool http.get { risk read_only } require check when step.risk >= reversible_write }'
+    plan = 'plan p { step w { call deploy.x(a: 1) risk reversible_write } check c after w { when false call http.get(u: 1) } }'
+    [found] = [d for d in diagnostics(plan, policy) if d.name == "check-missing"]
+    assert found.message == "step `w` must be verified by a `check` step, and `c` never runs"
+    assert found.notes[0].startswith("`c` never runs")

@@ -60,7 +60,7 @@ def test_approval_within_limit_caps_the_expiry_and_the_plan(tmp_path):
     longer = PLAN.replace('by role "operator" }', 'by role "operator" within 1h }')
     found = check_sources([SourceFile("p.plan", longer)], [SourceFile("p.policy", POLICY)]).diagnostics
     assert [(d.name, d.message) for d in found if d.name == "limit-exceeded"] == [
-        ("limit-exceeded", "step `act` lets an approval last 1h, over `limit approval_within` of 30m")]
+        ("limit-exceeded", "step `act` lets an approval last 1h, over `limit approval_within <= 30m` of policy `p`")]
 
 
 def test_decisions_are_journaled_and_tool_caps_count_as_costs(tmp_path):

@@ -149,6 +149,22 @@ def _nullable(cel_type: CelType) -> bool:
     return cel_type in (NULL, DYN, DURATION, TIMESTAMP) or isinstance(cel_type, (ListType, MapType, RecordType))
 
 
+def _risk_string(expr: Binary) -> str | None:
+    """The fix for a risk class written as a string (`step.risk == "external_write"`): the risk
+    classes are ordered constants, named without quotes."""
+    from plangate.ir.nodes import RISK_NAMES
+
+    texts = []
+    for side in (expr.left, expr.right):
+        if isinstance(side, Literal) and side.kind == "string" and side.value in RISK_NAMES:
+            texts.append(str(side.value))
+        else:
+            texts.append(to_source(side))
+    if texts == [to_source(expr.left), to_source(expr.right)]:
+        return None
+    return f"risk classes are constants, not strings: write `{texts[0]} {expr.op} {texts[1]}`"
+
+
 def comparable(left: CelType, right: CelType) -> bool:
     """Whether `==` may compare values of the two types (numbers across kinds, `dyn` with anything)."""
     if left is DYN or right is DYN or left is right or left == DYN or right == DYN or left == right:
@@ -454,7 +470,7 @@ class _Checker:
             return BOOL
         if op in ("==", "!="):
             if not comparable(left, right):
-                return self.error(expr.span, f"cannot compare `{left}` with `{right}`")
+                return self.error(expr.span, f"cannot compare `{left}` with `{right}`", help=_risk_string(expr))
             return BOOL
         if op in ("<", "<=", ">", ">="):
             return self.ordering(left, right, expr)
@@ -468,7 +484,7 @@ class _Checker:
                 return self.error(expr.span, f"`{expr.op}` cannot order values of type `{side}`")
         if left == DYN or right == DYN or left == right or (left in _NUMERIC and right in _NUMERIC):
             return BOOL
-        return self.error(expr.span, f"cannot compare `{left}` with `{right}`")
+        return self.error(expr.span, f"cannot compare `{left}` with `{right}`", help=_risk_string(expr))
 
     def membership(self, item: CelType, container: CelType, expr: Binary) -> CelType:
         if container == DYN:

@@ -28,6 +28,7 @@ from plangate.checks.context import PlanContext
 from plangate.diagnostics import Diagnostic, Label, diagnostic
 from plangate.ir.nodes import ApprovalSpec, Step
 from plangate.policy.compiled import CompiledRequirement, describe_approval, format_seconds
+from plangate.checks.limits import limit_text
 from plangate.checks.rules import step_decisions
 from plangate.checks.unreachable import never_true, never_running
 
@@ -69,9 +70,8 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
             if cap is not None and spec.within is not None and cap.seconds is not None and spec.within.seconds > cap.seconds:
                 yield diagnostic(
                     "limit-exceeded", spec.within.span,
-                    f"step `{step.id}` lets an approval last {spec.within.text}, over `limit approval_within` of "
-                    f"{format_seconds(cap.seconds)}",
-                    labels=[Label(cap.span, "the limit")], notes=[f"the limit is set by policy `{cap.policy}`"],
+                    f"step `{step.id}` lets an approval last {spec.within.text}, over {limit_text(cap)}",
+                    labels=[Label(cap.span, "the limit is here")],
                     help=f"write `within {format_seconds(cap.seconds)}` or less (or leave it out: the limit applies)")
     for step_id, requirements in applicable(ctx).items():
         step = ctx.graph.steps[step_id]
@@ -82,13 +82,20 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
                 continue  # a check only observes; if it calls a write, `check-not-read-only` says so
             if requirement.kind == "check" and not checked_by.get(step_id):
                 maybe = skippable.get(step_id, [])
-                message = (f"step `{step.id}` must be verified by a `check` step, and none depends on it" if not maybe
-                           else f"step `{step.id}` must be verified by a `check` step whenever it runs, and "
-                                + ", ".join(f"`{check_id}`" for check_id, _ in maybe) + " may be skipped when it runs")
+                named = ", ".join(f"`{check_id}`" for check_id, _ in maybe)
+                if not maybe:
+                    message = f"step `{step.id}` must be verified by a `check` step, and none depends on it"
+                elif all(why == _NEVER for _, why in maybe):
+                    message = f"step `{step.id}` must be verified by a `check` step, and {named} never runs"
+                else:
+                    message = (f"step `{step.id}` must be verified by a `check` step whenever it runs, and {named} "
+                               "may be skipped when it runs")
                 yield _missing("check-missing", step, requirement, outcome, message,
                                f"add `check verify_{step.id} after {step.id} {{ call … expect … }}`"
-                               + (" with no `when` of its own" if maybe else ""),
-                               [f"`{check_id}` runs only when {why}" for check_id, why in maybe])
+                               + (" with no `when` of its own" if any(why != _NEVER for _, why in maybe) else ""),
+                               [f"`{check_id}` runs only when {why}" if why != _NEVER else
+                                f"`{check_id}` never runs: its `when` never holds, or it uses the result of a step that never runs"
+                                for check_id, why in maybe])
             elif requirement.kind == "rollback" and step.rollback is None:
                 yield _missing("rollback-missing", step, requirement, outcome,
                                f"step `{step.id}` needs a `rollback`, and has none",
@@ -97,6 +104,9 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
                 yield _missing("idempotency-missing", step, requirement, outcome,
                                f"step `{step.id}` needs an `idempotency` key, and has none",
                                f'add `idempotency "{step.id}-" + …`: a value that names this one effect')
+
+
+_NEVER = "never"  # why a check that depends on a step does not verify it: it never runs
 
 
 def _verifiers(ctx: PlanContext) -> tuple[dict[str, list[str]], dict[str, list[tuple[str, str]]]]:
@@ -128,6 +138,8 @@ def _verifiers(ctx: PlanContext) -> tuple[dict[str, list[str]], dict[str, list[t
 
     for step in checks:
         if step.id in never or (step.when is not None and never_true(step.when)):
+            for source in ctx.graph.predecessors(step.id):  # it depends on them, and never runs
+                skippable.setdefault(source, []).append((step.id, _NEVER))
             continue
         for source in ctx.graph.predecessors(step.id):
             conditions = {condition(guard) for guard in guards.get(source, ())}

@@ -27,6 +27,7 @@ from typing import Any, Iterator
 from plangate.cel import ast as cel
 from plangate.checks.context import PlanContext
 from plangate.diagnostics import Diagnostic, Label, diagnostic
+from plangate.ir.nodes import Risk, Step
 from plangate.policy.compiled import CompiledRule
 from plangate.policy.decide import StaticVerdict, evaluator_for
 from plangate.policy.facts import (STEP_FIELDS, StepFacts, arguments_read, plan_facts, plan_record, rename_steps,
@@ -45,7 +46,8 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
     for rule in policy.rules:
         roots = {node.name for node in cel.walk(rule.when) if isinstance(node, cel.Ident)}
         if not roots & _STEP_NAMES:
-            verdict = decisions.evaluator.verdict(rule.when, {"plan": plan_record(ctx.plan)}, unknown=False)
+            scope = {**{risk.name: int(risk) for risk in Risk}, "plan": plan_record(ctx.plan)}  # as for a step
+            verdict = decisions.evaluator.verdict(rule.when, scope, unknown=False)
             if verdict.outcome == "must":
                 yield _fired(rule, ctx.plan.budget.span if ctx.plan.budget is not None else ctx.plan.id_span,
                              verdict, f"plan `{ctx.plan.id}`")
@@ -203,18 +205,30 @@ def _verdict(evaluator: Any, expr: cel.Expr, scope: dict[str, Any], unknown: boo
 def _decide_condition(evaluator: Any, condition: cel.Expr, scope: dict[str, Any], facts: StepFacts,
                       ctx: PlanContext, assume: tuple[cel.Expr, ...] = ()) -> StaticVerdict:
     alone = _verdict(evaluator, condition, scope, facts.unknown_args, assume)
-    when = facts.step.when
-    if when is None or alone.outcome in ("never", "runtime", "unknown"):
+    whens = _running_conditions(facts.step, ctx)
+    if not whens or alone.outcome in ("never", "runtime", "unknown"):
         return alone  # a rule that cannot fire on any call cannot fire on the runs where the step runs
     if alone.outcome == "must" and isinstance(evaluator.holds(condition, scope), bool):
         return alone  # decided on known values: it holds on every run, so on those where the step runs
-    steps = _steps_read([when], ctx)
-    for key, value in result_scope(steps).items():  # the steps whose results it reads, and no others
+    steps = _steps_read(whens, ctx)
+    for key, value in result_scope(steps).items():  # the steps whose results they read, and no others
         scope.setdefault(key, value)
-    # On the runs where the step runs: the condition's verdict given that its `when` holds. (Not
-    # `when && !condition`: `!` of an error is an error, so runs where the rule fails, and does
-    # not fire, would not count against "must".)
-    return _verdict(evaluator, condition, scope, True, assume, given=(rename_steps(when, steps),))
+    # On the runs where the step runs: the condition's verdict given that the `when`s it runs under
+    # hold. (Not `when && !condition`: `!` of an error is an error, so runs where the rule fails,
+    # and does not fire, would not count against "must".)
+    return _verdict(evaluator, condition, scope, True, assume, given=tuple(rename_steps(when, steps) for when in whens))
+
+
+def _running_conditions(step: Step, ctx: PlanContext) -> list[cel.Expr]:
+    """The `when`s that hold on every run where `step` runs: its own and, since a step that uses a
+    skipped step's result is skipped too, those of the steps whose results it uses, transitively
+    (its guard set, `requirements.guard_sets`). Its own alone where the plan is no DAG."""
+    from plangate.checks.requirements import guard_sets
+
+    guards = guard_sets(ctx).get(step.id)
+    if guards is None:
+        return [step.when] if step.when is not None else []
+    return [when for guard in sorted(guards) for when in [ctx.graph.steps[guard].when] if when is not None]
 
 
 def _steps_read(exprs: list[cel.Expr], ctx: PlanContext) -> set[str]:
