@@ -306,8 +306,8 @@ def test_approve_with_a_blank_name_or_role_shows_no_call_and_asks_nothing(tmp_pa
 @pytest.mark.parametrize("answer, approved", [("y\n", True), ("YES\n", True), ("", False), ("n\n", False),
                                                ("\0" * 10_000_000, False), ("y" * 100 + "\n", False)])
 def test_approve_reads_a_bounded_answer(tmp_path, capsys, monkeypatch, answer, approved):
-    """The confirmation is one short line: an endless answer (`< /dev/zero`) is read 64 characters
-    far and is a no, as no answer is."""
+    """The confirmation is one short line: an endless answer (`< /dev/zero`) is read a bounded way
+    (1 Mi characters) and is a no, as no answer is; the rest of a long line is read, not left over."""
     import io
 
     from plangate.cli import main
@@ -320,7 +320,8 @@ def test_approve_reads_a_bounded_answer(tmp_path, capsys, monkeypatch, answer, a
     code = main(["approve", run, "route", "--as", "alice", "--role", "operator", "--journal", str(journal)])
     shown = capsys.readouterr()
     assert code == (0 if approved else 1), shown
-    assert ("approved; valid until" in shown.out) == approved and stdin.tell() <= 101
+    assert ("approved; valid until" in shown.out) == approved and stdin.tell() <= (1 << 20) + 64
+    assert stdin.tell() == min(len(answer), (1 << 20))
     with runtime_at(journal) as runtime:
         assert len([r for r in runtime.journal.records(run) if r.kind == "approval"]) == approved
 

@@ -986,3 +986,28 @@ def test_a_count_of_branch_combinations_reads_as_a_magnitude(count, text):
     from plangate.smt.branches import _count_text
 
     assert _count_text(count) == text
+
+
+def test_a_value_met_with_another_run_time_value_may_still_equal_a_constant_of_another_type():
+    """`a.result.s == b.result.t` holds for two equal strings although `!= 1` takes `s` for a
+    number: the test of `s == "x"` must not rule that out (all five steps run when both are "x")."""
+    plan = """plan peer {
+      budget { cost <= 14 usd }
+      step a { call t.read() cost 1 usd }
+      step b { call t.read() cost 1 usd }
+      step r { when a.result.s == b.result.t  call t.read() cost 6 usd }
+      step p { when a.result.s != 1  call t.read() cost 1 usd }
+      step q { when a.result.s == "x"  call t.read() cost 6 usd }
+    }"""
+    [found] = [d for d in diagnostics(plan) if d.name == "budget-exceeded"]
+    assert found.severity.value == "error" and "`15 usd`" in found.message
+
+
+def test_an_opaque_test_is_named_with_the_parentheses_its_operands_need():
+    plan = """plan p {
+      budget { cost <= 1 usd }
+      step a { call t.read() }
+      step b { when (a.result.f == true ? int(a.result.s) : 1) != 1  call t.read() cost 5 usd }
+    }"""
+    [note] = [d for d in diagnostics(plan) if d.name == "decided-at-run-time"]
+    assert "`(a.result.f == true ? int(a.result.s) : 1) == 1` is outside the subset" in note.message

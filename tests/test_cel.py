@@ -757,7 +757,7 @@ def test_evaluations_inside_an_allowance_share_it_and_fail_bounded_once_it_is_sp
     scan = compile_expr(parse("[" + ", ".join(map(str, range(50))) + "].exists(x, x == 99)"))
     cheap = compile_expr(parse("1 + 1 == 2"))
     assert scan({}) is False  # no allowance: only the evaluation's own bound
-    with allowance(150 * ITERATION_COST):
+    with allowance(150 * ITERATION_COST) as work:
         assert scan({}) is False  # 50 items built, 50 visited: within
         with allowance(10 ** 9):  # an inner allowance has only what is left
             spent = scan({})
@@ -765,7 +765,33 @@ def test_evaluations_inside_an_allowance_share_it_and_fail_bounded_once_it_is_sp
         assert cheap({}) is True  # a constant fold costs nothing
         again = scan({})
         assert isinstance(again, CelError) and again.bounded
+    assert work.exhausted
     assert scan({}) is False  # outside it, as before
+
+
+def test_a_command_whose_expressions_spend_the_allowance_says_its_verdicts_may_be_wrong(monkeypatch, tmp_path):
+    """Past the shared allowance every evaluation fails at the bound (a deny fires, a test expecting
+    a warning passes): `check` and `test` then add one `input-too-large` error, so the output is
+    never taken for a complete answer."""
+    from plangate.cel import evaluate
+    from plangate.driver import check_sources
+    from plangate.policy.testing import run_policy_tests
+
+    monkeypatch.setattr(evaluate, "COMMAND_WORK", evaluate.MAX_WORK // 10_000)
+    heavy = "[" + ", ".join(map(str, range(100))) + "].exists(x, x == args.a + 1000)"
+    policy = f'policy q {{ tool t.x {{ risk read_only }} warn "heavy" when {heavy} }}'
+    plan = "plan p {\n" + "".join(f"  step s{i} {{ call t.x(a: {i}) }}\n" for i in range(40)) + "}"
+    found = check_sources([SourceFile("p.plan", plan)], [SourceFile("q.policy", policy)]).diagnostics
+    assert [d.name for d in found if d.name == "input-too-large"] == ["input-too-large"]
+    assert "some verdicts here may be wrong" in next(d.message for d in found if d.name == "input-too-large")
+    tests = "".join(f'  test "t{i}" {{ call t.x(a: {i}) expect warn "heavy" }}\n' for i in range(40))
+    path = tmp_path / "q.policy"
+    path.write_text(policy[:-1] + tests + "}")
+    result = run_policy_tests([str(path)])
+    assert result.diagnostics[0].name == "input-too-large" and result.exit_code() == 1
+    monkeypatch.setattr(evaluate, "COMMAND_WORK", 20 * evaluate.MAX_WORK)
+    assert not [d for d in check_sources([SourceFile("p.plan", plan)], [SourceFile("q.policy", policy)]).diagnostics
+                if d.name == "input-too-large"]
 
 
 @pytest.mark.parametrize("text, fix", [

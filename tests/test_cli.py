@@ -551,30 +551,36 @@ def test_output_the_system_refuses_is_named_as_such_not_an_internal_error() -> N
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
-def test_a_named_pipe_that_nothing_writes_to_is_unreadable_not_a_wait(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """`mkfifo f.plan; plangate check f.plan` used to wait forever in `open()`; a pipe with a writer
-    (`<(make-plan)`) is read as a file is."""
+def test_a_named_pipe_is_read_once_written_and_not_waited_for_for_ever(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`mkfifo f.plan; plangate check f.plan` used to wait forever in `open()`: a pipe nothing writes
+    to is `unreadable-input` after `PIPE_WAIT`; one a writer opens a little later is read."""
     import threading
 
+    from plangate import driver
+
+    monkeypatch.setattr(driver, "PIPE_WAIT", 0.3)
     pipe = tmp_path / "f.plan"
     os.mkfifo(pipe)
     for argv in (["check", str(pipe)], ["check", "--policy", str(pipe), str(pipe)], ["test", str(pipe)]):
         code, out, _ = run(capsys, *argv)
-        assert code == 2 and "is a named pipe that nothing writes to" in out, (argv, out)
+        assert code == 2 and "is a named pipe that nothing wrote to within 0.3 seconds" in out, (argv, out)
 
     def write() -> None:
-        with open(pipe, "w") as handle:  # waits in `open` for a reader
+        time.sleep(0.1)  # after the reader has opened the pipe
+        with open(pipe, "w") as handle:
             handle.write("plan p { step a { call t.x() } }")
 
     writer = threading.Thread(target=write, daemon=True)
     writer.start()
-    for _ in range(100):  # until the writer is waiting in `open` (a reader before it reads nothing)
-        code, out, _ = run(capsys, "check", str(pipe))
-        if "nothing writes to" not in out:
-            break
-        time.sleep(0.05)
+    code, out, _ = run(capsys, "check", str(pipe))
     writer.join(5)
     assert code == 0 and "no policy was given" in out, out
+    before = len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else None
+    for _ in range(20):  # a folder given as a plan leaks no descriptor
+        run(capsys, "check", str(tmp_path))
+    if before is not None:
+        assert len(os.listdir("/proc/self/fd")) <= before + 1
 
 
 def _tool_run(tmp_path: Path, tool_body: str) -> list[str]:

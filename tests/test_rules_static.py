@@ -533,3 +533,25 @@ def test_a_check_that_never_runs_is_named_as_such_by_check_missing():
     [found] = [d for d in diagnostics(plan, policy) if d.name == "check-missing"]
     assert found.message == "step `w` must be verified by a `check` step, and `c` never runs"
     assert found.notes[0].startswith("`c` never runs")
+
+
+def test_conditions_a_step_runs_under_that_the_solver_cannot_read_leave_the_verdict_as_it_was():
+    """`g`'s `when` uses `exists`: as a premise for `s` (which uses `g.result`) it is outside the
+    subset, and the verdict over every run stands (a must stays `policy-deny`, not a note)."""
+    policy = ('policy gp { tool t.read { risk read_only } tool t.write { risk read_only args { x: int } }\n'
+              '  deny "big" when args.x > 5\n  deny "always" when args.x > 5 || args.x <= 5 }')
+    plan = """plan guard {
+      step a { call t.read() }
+      step g { when a.result.l.exists(i, i == 1)  call t.read() }
+      step s { call t.write(x: g.result.v) }
+    }"""
+    found = sorted((d.name, d.message.split(":")[0]) for d in diagnostics(plan, policy) if d.severity.value != "note")
+    assert found == [("policy-deny", "deny rule `always` fires for step `s`"),
+                     ("policy-deny-possible", "deny rule `big` may fire for step `s`")]
+
+
+def test_a_rule_comparing_two_run_time_values_and_a_constant_of_another_type_is_not_never():
+    """`args.x == args.y` holds for two equal strings: `args.x == "x"` does not contradict it."""
+    policy = 'policy pr { tool t.* { risk read_only } deny "same-x" when args.x == args.y && args.x != 1 && args.x == "x" }'
+    plan = "plan peerrule { step a { call t.read() } step w { call t.write(x: a.result.s, y: a.result.t) } }"
+    assert [d.name for d in diagnostics(plan, policy)] in (["policy-deny-possible"], ["decided-at-run-time"])

@@ -328,9 +328,11 @@ _EARLY_ENDS = 3  # ends of other steps a step is tried ending just before, the l
 
 
 def _early_ends(schedule: Schedule, index: int, seconds: int) -> list[int]:
-    """Times per attempt for step `index` that end its last attempt one second before another
-    step's end during it (the latest few): a tie broken the other way round, which can hand a
-    worker to a step that was waiting, ahead of the steps the other one frees (Graham's anomaly)."""
+    """Shorter times per attempt for step `index`, each one second less than would end its last
+    attempt, as scheduled now, at another step's end during it (the latest few): a tie broken the
+    other way round, which can hand a worker to a step that was waiting, ahead of the steps the
+    other one frees (Graham's anomaly). With retries every attempt is that much shorter, so the
+    last one starts earlier and ends earlier still: a real timing all the same."""
     last = max(((start, end) for step, start, end in schedule.starts if step == index), default=None)
     if last is None:
         return []

@@ -481,7 +481,8 @@ def _warn_of_keys_not_passed(runtime, run_id: str) -> None:
         print(f"plangate: warning: {warning}", file=sys.stderr)
 
 
-_ANSWER_BOUND = 64  # characters of a confirmation read at most (`y`, `yes`; anything longer is a no)
+_ANSWER_BOUND = 64  # characters of a confirmation kept at most (`y`, `yes`; anything longer is a no)
+_DRAIN_BOUND = 1 << 20  # characters of a longer line read and dropped at most
 
 
 @_runtime_command
@@ -501,7 +502,13 @@ def _approve(args: argparse.Namespace) -> int:
     if not args.yes:  # the answer may come from a terminal or from a pipe; no answer is a no
         print("approve this exact call? [y/N] ", end="", flush=True)
         try:  # bounded: a pipe may never end a line (`< /dev/zero`)
-            answer = sys.stdin.readline(_ANSWER_BOUND).strip().lower() if sys.stdin is not None else ""
+            line = answer = sys.stdin.readline(_ANSWER_BOUND) if sys.stdin is not None else ""
+            read = len(line)
+            while line and not line.endswith("\n") and read < _DRAIN_BOUND:  # a longer line: its rest is
+                line = sys.stdin.readline(min(1 << 16, _DRAIN_BOUND - read))  # read (bounded), not left
+                read += len(line)                                            # to the shell after us
+                answer = "no"  # too long to be a yes
+            answer = answer.strip().lower()
         except (OSError, ValueError):  # not text, or no standard input to read: no answer
             answer = ""
         if answer not in ("y", "yes"):

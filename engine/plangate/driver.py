@@ -15,6 +15,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import os
+import select
 import stat
 import time
 from dataclasses import dataclass, field
@@ -90,18 +91,19 @@ def display_name(path: str | os.PathLike[str]) -> str:
 def read_source(path: str | os.PathLike[str], display: str | None = None) -> SourceFile | Diagnostic:
     """The file as text, or an `unreadable-input` diagnostic (missing, a folder, too big, not UTF-8).
     At most the bound's worth of bytes is read, whatever size the file claims (a device or a file of
-    `/proc` claims none). A named pipe is opened without waiting for a writer (then read as usual,
-    as `<(make-plan)` needs): one that nothing writes to reads as empty at once, never as a wait."""
+    `/proc` claims none). A named pipe (`mkfifo`) is read once something writes to it, waited for
+    `PIPE_WAIT` seconds at most (`_read_pipe`), never for ever."""
     name = display or display_name(path)
     bound = MAX_INPUT_CHARS * 4  # UTF-8 takes at most 4 bytes a character
     try:
-        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-        with open(descriptor, "rb") as handle:
-            os.set_blocking(descriptor, True)
-            data = handle.read(bound + 1)
-            if not data and stat.S_ISFIFO(os.fstat(descriptor).st_mode):
+        if stat.S_ISFIFO(os.stat(path).st_mode):
+            data = _read_pipe(path, bound + 1)
+            if data is None:
                 return diagnostic("unreadable-input", Span(name, 0, 0),
-                                  f"`{name}` is a named pipe that nothing writes to")
+                                  f"`{name}` is a named pipe that nothing wrote to within {PIPE_WAIT:g} seconds")
+        else:
+            with open(path, "rb") as handle:
+                data = handle.read(bound + 1)
         if len(data) > bound:
             size = os.path.getsize(path)
             shown = f"{size:,} bytes" if size > bound else f"more than {bound:,} bytes"
@@ -114,6 +116,25 @@ def read_source(path: str | os.PathLike[str], display: str | None = None) -> Sou
     except OSError as error:
         return diagnostic("unreadable-input", Span(name, 0, 0), f"cannot read `{name}`: {error.strerror or error}")
     return decode_source(name, data)
+
+
+PIPE_WAIT = 10.0  # seconds a named pipe given as an input is waited for, for something to write to it
+
+
+def _read_pipe(path: str | os.PathLike[str], limit: int) -> bytes | None:
+    """Up to `limit` bytes of a named pipe, read to its end once a writer has written (or closed it);
+    None when nothing wrote within `PIPE_WAIT` seconds. Opened without waiting for a writer (POSIX
+    `O_NONBLOCK`: a plain `open` would wait in the kernel for one, for ever), then read blocking."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        ready, _, _ = select.select([descriptor], [], [], PIPE_WAIT)
+        if not ready:
+            return None
+        os.set_blocking(descriptor, True)
+        with open(descriptor, "rb", closefd=False) as handle:
+            return handle.read(limit)
+    finally:
+        os.close(descriptor)
 
 
 def decode_source(name: str, data: bytes) -> SourceFile | Diagnostic:
@@ -261,11 +282,29 @@ def check_sources(plan_sources: Sequence[SourceFile], policy_sources: Sequence[S
     collecting = gc.isenabled()
     gc.disable()
     try:
-        with allowance(COMMAND_WORK):  # many expensive expressions cannot add up to hours
-            return _check_sources(plan_sources, policy_sources, dict(options or {}))
+        with allowance(COMMAND_WORK) as work:  # many expensive expressions cannot add up to hours
+            result = _check_sources(plan_sources, policy_sources, dict(options or {}))
+        if work.exhausted:
+            result.diagnostics = sorted([*result.diagnostics, work_exhausted([*plan_sources, *policy_sources])],
+                                        key=Diagnostic.sort_key)
+        return result
     finally:
         if collecting:
             gc.enable()
+
+
+def work_exhausted(sources: Sequence[SourceFile]) -> Diagnostic:
+    """Said once when the command's expressions spent their work allowance: the evaluations after
+    that failed at the evaluator's bound (a deny counts as firing, a `when` as failing), so some
+    verdicts may be wrong, and the command says it could not finish its job."""
+    from plangate.cel.evaluate import COMMAND_WORK, MAX_WORK
+
+    return diagnostic("input-too-large", Span(sources[0].name if sources else "<input>", 0, 0),
+                      f"the expressions do more work in all than one command may ({COMMAND_WORK // MAX_WORK} times "
+                      "what one expression may do): those evaluated after that failed at the evaluator's bound, "
+                      "so some verdicts here may be wrong",
+                      help="simplify the comprehensions (`exists`, `all`, `map` nested in one another) or check "
+                           "fewer plans or policies at once")
 
 
 def _check_sources(plan_sources: Sequence[SourceFile], policy_sources: Sequence[SourceFile],

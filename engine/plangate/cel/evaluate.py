@@ -230,19 +230,30 @@ def compile_expr(expr: Expr) -> Evaluator:
     return evaluate
 
 
+@dataclass
+class Allowance:
+    """What `allowance` yields: `exhausted` once the block is over, when some evaluation inside it
+    failed because the allowance was spent (its verdicts are then no longer all to be trusted)."""
+
+    exhausted: bool = False
+
+
 @contextlib.contextmanager
-def allowance(units: int) -> Iterator[None]:
+def allowance(units: int) -> Iterator[Allowance]:
     """Bound all the evaluations inside (in this thread) to `units` of work in all (see the module's
     docstring); an allowance inside another has the smaller of what is left and `units`, and what
-    it spends is spent from the outer one too."""
-    saved = _work.shared
+    it spends is spent from the outer one too (as does its exhaustion)."""
+    saved, saved_exhausted = _work.shared, _work.exhausted
     start = units if saved is None else min(saved, units)
-    _work.shared = start
+    _work.shared, _work.exhausted = start, False
+    found = Allowance()
     try:
-        yield
+        yield found
     finally:
+        found.exhausted = _work.exhausted
         spent = start - (_work.shared or 0)
         _work.shared = None if saved is None else max(0, saved - spent)
+        _work.exhausted = saved_exhausted or found.exhausted
 
 
 def constant_value(expr: Expr) -> object:
@@ -380,6 +391,7 @@ def _sized(length: int, what: str) -> None:
 class _Work(threading.local):
     left = MAX_WORK
     shared: int | None = None  # what is left of the `allowance`, if one is in force
+    exhausted = False  # an evaluation failed because the allowance was spent
 
 
 _work = _Work()
@@ -444,6 +456,7 @@ def repetition_problem(value: object) -> str | None:
 def _spend(units: int) -> None:
     left = _work.left - units
     if left < 0 and _work.shared is not None and _work.shared < MAX_WORK:
+        _work.exhausted = True
         raise _Failure("the expressions checked together do too much work in all (a command's evaluations share "
                        f"{COMMAND_WORK // MAX_WORK} times what one may do)", bounded=True)
     if left < 0:

@@ -215,8 +215,11 @@ def _decide_condition(evaluator: Any, condition: cel.Expr, scope: dict[str, Any]
         scope.setdefault(key, value)
     # On the runs where the step runs: the condition's verdict given that the `when`s it runs under
     # hold. (Not `when && !condition`: `!` of an error is an error, so runs where the rule fails,
-    # and does not fire, would not count against "must".)
-    return _verdict(evaluator, condition, scope, True, assume, given=tuple(rename_steps(when, steps) for when in whens))
+    # and does not fire, would not count against "must".) Where those conditions are outside what
+    # the solver reasons about, the verdict over every run stands: they only narrow the runs, so
+    # its "must" holds on the narrower set and its "may" is still possible there.
+    given = _verdict(evaluator, condition, scope, True, assume, given=tuple(rename_steps(when, steps) for when in whens))
+    return alone if given.outcome in ("runtime", "unknown") else given
 
 
 def _running_conditions(step: Step, ctx: PlanContext) -> list[cel.Expr]:

@@ -1147,8 +1147,8 @@ def _requirement_changes(policies: dict[str, CompiledPolicy], results: dict[Ques
                 why = f"{NAMES[having]}: " + ", ".join(f"`{rule}`" for rule in rules)
             else:
                 needs = {side: first.decisions[side].approvals.get(question.name, (0, FOREVER)) for side in SIDES}
-                why = _approval_change(needs, loose) + "; " + "; ".join(
-                    f"{NAMES[side]}: {_approval_text(needs[side])}" for side in SIDES)
+                why = "; ".join([part for part in [_approval_change(needs, loose)] if part] +
+                                [f"{NAMES[side]}: {_approval_text(needs[side])}" for side in SIDES])
             kind = question.direction if first.confirmed else "changed"
             changes.append(Change(kind, subject, f"{what}: {first.witness.text(first.entries, first.read)} ({why})"
                                   f"{_also(group)}{_unconfirmed(first)}", _witness_json(group)))

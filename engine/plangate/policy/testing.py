@@ -71,8 +71,14 @@ def run_policy_tests(paths: Sequence[str]) -> PolicyTestResult:
     draws on one work allowance (`cel.evaluate.COMMAND_WORK`), as in `plangate check`."""
     from plangate.cel.evaluate import COMMAND_WORK, allowance
 
-    with allowance(COMMAND_WORK):
-        return _run_policy_tests(paths)
+    from plangate.driver import work_exhausted
+
+    with allowance(COMMAND_WORK) as work:
+        result = _run_policy_tests(paths)
+    if work.exhausted:  # the tests decided after that may pass or fail wrongly: say so, and fail
+        first = result.sources.get(result.files[0]) if result.files else None
+        result.diagnostics.insert(0, work_exhausted([first] if first is not None else []))
+    return result
 
 
 def _run_policy_tests(paths: Sequence[str]) -> PolicyTestResult:

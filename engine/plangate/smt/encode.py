@@ -86,6 +86,7 @@ Invariants:
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
 import string
@@ -450,7 +451,9 @@ class Encoder:
             if key[0] == "null" and variable is not None and variable.used and variable.fits != "true" \
                     and not variable.sort.find().peer_equal:  # …but equals another null (`v == w`, `v in [v]`)
                 facts.append(f"(assert (=> {atom.name} (not {variable.fits})))")
-            if key[0] == "is" and variable is not None:  # a value of another type than its uses give it
+            if key[0] == "is" and variable is not None and not variable.sort.find().peer_equal:
+                # a value of another type than its uses give it (unless it meets another run-time
+                # value: `v == w` holds for two equal strings, where their uses' sort is a number)
                 facts.append(f"(assert (=> {atom.name} (not {variable.fits})))")
             if key[0] in ("null", "is"):
                 values.setdefault(key[1], []).append(atom)
@@ -920,15 +923,15 @@ class Encoder:
         return self.atom(("is", variable.path, *key), f"`{variable.path}` is compared with values of two types",
                          variable.presence, variable, None, ((constant, True), (KEEP, False)))
 
-    def test_atom(self, expr: Expr, negated: bool = False) -> Cond:
+    def test_atom(self, expr: Expr) -> Cond:
         """A test outside the subset as an opaque condition keyed by its text (`exists`…, or a
         comparison whose operands are: `int(x) > 3`), true, false or failing (a second constant):
         the same text is one condition and `!` of it its negation, so `c` and `!c` never hold
         together; `a < b` and `a >= b` are one test negated, as are `a > b` and `a <= b`."""
+        negated = False
         if isinstance(expr, Binary) and expr.op in _TEST_NEGATIONS:
-            op, negated_op = _TEST_NEGATIONS[expr.op]
-            text = f"{to_source(expr.left)} {op} {to_source(expr.right)}"
-            negated = negated != negated_op
+            op, negated = _TEST_NEGATIONS[expr.op]
+            text = to_source(dataclasses.replace(expr, op=op))  # with the parentheses its operands need
         else:
             text = to_source(expr)
         for node in walk(expr):  # the run-time values it reads: conditions that read them are correlated
