@@ -506,18 +506,22 @@ def test_a_schedule_over_the_bound_is_an_error():
     assert "schedule with 2 at a time" in found.notes[0]
 
 
+# Graham's example (1969): nine tasks on three workers, 12m with every task at its worst.
+GRAHAM = """plan g {
+  budget { time <= BUDGET }
+  step t1 { call t.a() time 3m }   step t2 { call t.a() time 2m }   step t3 { call t.a() time 2m }
+  step t4 { call t.a() time 2m }
+  step t5 after t4 { call t.a() time 4m }   step t6 after t4 { call t.a() time 4m }
+  step t7 after t4 { call t.a() time 4m }   step t8 after t4 { call t.a() time 4m }
+  step t9 after t1 { call t.a() time 9m }
+}"""
+GRAHAM_POLICY = "policy q { tool t.* { risk read_only } limit concurrency <= 3 }"
+
+
 def test_a_step_that_ends_early_can_make_the_schedule_longer():
     """Graham's anomaly: with every step at its worst the schedule takes 12m, but `time` only bounds
     a step; if `t1` ends at once, `t4`'s followers take the workers first and `t9` starts late."""
-    plan = """plan p {
-      budget { time <= 12m }
-      step t1 { call t.a() time 3m }   step t2 { call t.a() time 2m }   step t3 { call t.a() time 2m }
-      step t4 { call t.a() time 2m }
-      step t5 after t4 { call t.a() time 4m }   step t6 after t4 { call t.a() time 4m }
-      step t7 after t4 { call t.a() time 4m }   step t8 after t4 { call t.a() time 4m }
-      step t9 after t1 { call t.a() time 9m }
-    }"""
-    policy = "policy q { tool t.* { risk read_only } limit concurrency <= 3 }"
+    plan, policy = GRAHAM.replace("BUDGET", "12m"), GRAHAM_POLICY
     loads = budget.evaluate(context(plan, policy)).loads
     assert budget_module.list_schedule(loads, [True] * 9, 3).makespan == 12 * 60
     [found] = diagnostics(plan, policy)
@@ -550,15 +554,7 @@ def test_a_step_that_ends_just_before_another_can_make_the_schedule_longer():
 def test_steps_that_end_early_together_can_make_the_schedule_longer():
     """Graham's example needs several steps shorter at once (no one of them alone lengthens the
     schedule past 15m): the random timings tried after the local search find one, and it replays."""
-    plan = """plan g {
-      budget { time <= 15m }
-      step t1 { call t.a() time 3m }   step t2 { call t.a() time 2m }   step t3 { call t.a() time 2m }
-      step t4 { call t.a() time 2m }
-      step t5 after t4 { call t.a() time 4m }   step t6 after t4 { call t.a() time 4m }
-      step t7 after t4 { call t.a() time 4m }   step t8 after t4 { call t.a() time 4m }
-      step t9 after t1 { call t.a() time 9m }
-    }"""
-    policy = "policy q { tool t.* { risk read_only } limit concurrency <= 3 }"
+    plan, policy = GRAHAM.replace("BUDGET", "15m"), GRAHAM_POLICY
     report = budget.evaluate(context(plan, policy))
     [finding] = report.findings
     assert finding.verdict == "exceeded" and finding.schedule.makespan > 15 * 60
