@@ -205,11 +205,13 @@ def _verdict(evaluator: Any, expr: cel.Expr, scope: dict[str, Any], unknown: boo
 def _decide_condition(evaluator: Any, condition: cel.Expr, scope: dict[str, Any], facts: StepFacts,
                       ctx: PlanContext, assume: tuple[cel.Expr, ...] = ()) -> StaticVerdict:
     alone = _verdict(evaluator, condition, scope, facts.unknown_args, assume)
-    whens = _running_conditions(facts.step, ctx)
-    if not whens or alone.outcome in ("never", "runtime", "unknown"):
+    if alone.outcome in ("never", "runtime", "unknown"):
         return alone  # a rule that cannot fire on any call cannot fire on the runs where the step runs
     if alone.outcome == "must" and isinstance(evaluator.holds(condition, scope), bool):
         return alone  # decided on known values: it holds on every run, so on those where the step runs
+    whens = _running_conditions(facts.step, ctx)
+    if not whens:
+        return alone
     steps = _steps_read(whens, ctx)
     for key, value in result_scope(steps).items():  # the steps whose results they read, and no others
         scope.setdefault(key, value)
