@@ -303,7 +303,8 @@ def test_approve_with_a_blank_name_or_role_shows_no_call_and_asks_nothing(tmp_pa
     assert code == 2 and shown.out == "" and "not blanks" in shown.err
 
 
-@pytest.mark.parametrize("answer, approved", [("y\n", True), ("YES\n", True), ("", False), ("n\n", False),
+@pytest.mark.parametrize("answer, approved", [("y\n", True), ("YES\n", True), ("y", True), ("yes", True),
+                                               ("", False), ("n\n", False),
                                                ("\0" * 10_000_000, False), ("y" * 100 + "\n", False)])
 def test_approve_reads_a_bounded_answer(tmp_path, capsys, monkeypatch, answer, approved):
     """The confirmation is one short line: an endless answer (`< /dev/zero`) is read a bounded way

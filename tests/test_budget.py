@@ -984,6 +984,22 @@ def test_a_count_of_branch_combinations_reads_as_a_magnitude(count, text):
     assert _count_text(count) == text
 
 
+@pytest.mark.parametrize("meeting", ["a.result.s == b.result.t", "a.result.s < b.result.t",
+                                     "a.result.s + b.result.t != 0"])
+def test_a_value_that_meets_another_run_time_value_may_be_a_string_equal_to_a_constant(meeting):
+    """`a.result.s < b.result.t` (or `+`) holds for two strings as `==` does for two equal ones:
+    `a.result.s == "x"` must not rule that out, so the dear step is charged with the other one."""
+    plan = f"""plan peer {{
+      budget {{ cost <= 10 usd }}
+      step a {{ call t.read() cost 1 usd }}
+      step b {{ call t.read() cost 1 usd }}
+      step r {{ when {meeting}  call t.read() cost 1 usd }}
+      step q {{ when a.result.s == "x"  call t.read() cost 8 usd }}
+    }}"""
+    [found] = [d for d in diagnostics(plan) if d.name == "budget-exceeded"]
+    assert found.severity.value == "error" and "`11 usd`" in found.message
+
+
 def test_a_value_met_with_another_run_time_value_may_still_equal_a_constant_of_another_type():
     """`a.result.s == b.result.t` holds for two equal strings although `!= 1` takes `s` for a
     number: the test of `s == "x"` must not rule that out (all five steps run when both are "x")."""

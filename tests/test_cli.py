@@ -576,6 +576,22 @@ def test_a_named_pipe_is_read_once_written_and_not_waited_for_for_ever(tmp_path:
     code, out, _ = run(capsys, "check", str(pipe))
     writer.join(5)
     assert code == 0 and "no policy was given" in out, out
+    if os.path.isdir("/dev/fd"):  # an anonymous pipe (`<(make-plan)`) is waited for as long as its writer takes
+        reading, writing = os.pipe()
+
+        def slow() -> None:
+            time.sleep(0.6)  # longer than PIPE_WAIT
+            with open(writing, "w") as handle:
+                handle.write("plan p { step a { call t.x() } }")
+
+        producer = threading.Thread(target=slow, daemon=True)
+        producer.start()
+        try:
+            code, out, _ = run(capsys, "check", f"/dev/fd/{reading}")
+        finally:
+            producer.join(5)
+            os.close(reading)
+        assert code == 0 and "no policy was given" in out, out
     before = len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else None
     for _ in range(20):  # a folder given as a plan leaks no descriptor
         run(capsys, "check", str(tmp_path))

@@ -507,7 +507,8 @@ def _approve(args: argparse.Namespace) -> int:
             while line and not line.endswith("\n") and read < _DRAIN_BOUND:  # a longer line: its rest is
                 line = sys.stdin.readline(min(1 << 16, _DRAIN_BOUND - read))  # read (bounded), not left
                 read += len(line)                                            # to the shell after us
-                answer = "no"  # too long to be a yes
+                if line:
+                    answer = "no"  # too long to be a yes (`y` with no newline at the end is a yes)
             answer = answer.strip().lower()
         except (OSError, ValueError):  # not text, or no standard input to read: no answer
             answer = ""

@@ -12,6 +12,7 @@ them (for the benchmarks), and turns any failure into a diagnostic: a check that
 
 from __future__ import annotations
 
+import functools
 import gc
 import hashlib
 import os
@@ -96,7 +97,7 @@ def read_source(path: str | os.PathLike[str], display: str | None = None) -> Sou
     name = display or display_name(path)
     bound = MAX_INPUT_CHARS * 4  # UTF-8 takes at most 4 bytes a character
     try:
-        if stat.S_ISFIFO(os.stat(path).st_mode):
+        if _is_named_pipe(os.stat(path)):
             data = _read_pipe(path, bound + 1)
             if data is None:
                 return diagnostic("unreadable-input", Span(name, 0, 0),
@@ -119,6 +120,24 @@ def read_source(path: str | os.PathLike[str], display: str | None = None) -> Sou
 
 
 PIPE_WAIT = 10.0  # seconds a named pipe given as an input is waited for, for something to write to it
+
+
+def _is_named_pipe(status: os.stat_result) -> bool:
+    """Whether a file is a named pipe (`mkfifo`), which may have no writer yet. An anonymous pipe
+    (`<(make-plan)`'s `/dev/fd/63`, `/dev/stdin` fed by `|`) has one by construction and is read
+    as a file is, however slow its writer: it lives on the kernel's pipe file system, whose device a
+    pipe made here shares."""
+    return stat.S_ISFIFO(status.st_mode) and status.st_dev != _anonymous_pipe_device()
+
+
+@functools.cache
+def _anonymous_pipe_device() -> int:
+    reading, writing = os.pipe()
+    try:
+        return os.fstat(reading).st_dev
+    finally:
+        os.close(reading)
+        os.close(writing)
 
 
 def _read_pipe(path: str | os.PathLike[str], limit: int) -> bytes | None:

@@ -174,7 +174,7 @@ class SortClass:
         self.number = False
         self.integral = False
         self.int_use = False  # a number of either kind in int arithmetic: a whole witness shows an int
-        self.peer_equal = False  # compared for equality with a run-time value (itself too): two nulls are equal
+        self.peer_equal = False  # met another run-time value (`==`, `<`, `+`; itself too): both may be of another type
         self.converted = False  # a number the rules see as a double (an argument declared `double`): `number`
         self.double = False  # met a double (a literal or a declared one): a witness shows a double
         self.duration = False  # compared with a duration (as seconds): a witness shows a duration
@@ -881,8 +881,7 @@ class Encoder:
             return self.equal_null(right if left is None else left)
         self.mark_durations(left, right)
         a, b = self.term(left), self.term(right)
-        if not a.sort.find().declared and not b.sort.find().declared:
-            a.sort.find().peer_equal = b.sort.find().peer_equal = True
+        self.mark_peers(a, b)
         try:
             sort = self.meet(a, b, left if isinstance(left, Variable) else right, ordering=False)
         except Inconsistent:
@@ -901,6 +900,14 @@ class Encoder:
             typed, odd = (a, b) if a.mismatch == "false" else (b, a)
             unequal = disj(unequal, conj(typed.defined, odd.mismatch))
         return Cond(conj(defined, relation), unequal)
+
+    @staticmethod
+    def mark_peers(a: Term, b: Term) -> None:
+        """Two run-time values of no declared type that meet (`==`, `<`, `+`) may both be of a type
+        other than the one their uses give them, and still meet well (`"a" < "b"`, two nulls
+        equal): such a value's other-type and null tests then say nothing of whether it fits."""
+        if not a.sort.find().declared and not b.sort.find().declared:
+            a.sort.find().peer_equal = b.sort.find().peer_equal = True
 
     def equal_other_type(self, left: object, right: object) -> Cond | None:
         """`v == c` for a run-time value of no declared type `v` whose uses give it another sort
@@ -1036,6 +1043,7 @@ class Encoder:
             op, left, right = ("<" if op == ">" else "<="), right, left
         self.mark_durations(left, right)
         a, b = self.term(left), self.term(right)
+        self.mark_peers(a, b)
         sort = self.meet(a, b, left if isinstance(left, Variable) else right, ordering=True)
         if sort == "String":
             self.scalar_strings = True
@@ -1105,6 +1113,8 @@ class Encoder:
         if op in ("+", "-"):
             self.mark_durations(left, right)
         a, b = self.term(left), self.term(right)
+        if op == "+":  # strings and lists join too
+            self.mark_peers(a, b)
         for mine, other in ((a, b), (b, a)):
             kind, other_kind = _number_kind(mine.sort.find()), _number_kind(other.sort.find())
             if kind is not None and kind[1] and other_kind is not None and other_kind[0] != kind[0]:
