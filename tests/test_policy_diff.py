@@ -610,3 +610,18 @@ def test_an_approval_loosened_one_way_and_tightened_the_other_says_which_is_whic
     assert code == 1 and set(kinds) == {"loosened", "tightened"}
     assert "(a longer `within`, 1h → 2h; OLD: 1 approver within 1h; NEW: 2 approvers within 2h)" in kinds["loosened"]
     assert "(more approvers, 1 → 2; OLD: 1 approver within 1h; NEW: 2 approvers within 2h)" in kinds["tightened"]
+
+
+def test_a_renamed_rule_a_new_reason_and_a_new_version_are_listed_as_rewrites(tmp_path, capsys):
+    old = policy('version 1\ntool a.b { risk read_only }\ndeny "old-name" when args.x > 5 because "too big"\n'
+                 'deny "kept" when args.y == 1 because "one"')
+    new = policy('version 2\ntool a.b { risk read_only }\ndeny "new-name" when args.x > 5 because "too big"\n'
+                 'deny "kept" when args.y == 1 because "no ones"')
+    code, report, text = diff(tmp_path, capsys, old, new)
+    assert code == 0 and sorted(subjects(report)) == [
+        ("rewritten", "deny kept"), ("rewritten", "deny new-name"), ("rewritten", "version")]
+    assert "deny rule `old-name` was renamed `new-name`: `args.x > 5` (its condition is the same)" in text
+    assert 'deny rule `kept` gives another reason: "one" → "no ones"' in text and "`version` 1 → 2" in text
+    # renamed and changed: a removal and an addition, as before
+    code, report, _ = diff(tmp_path, capsys, old, new.replace("args.x > 5", "args.x > 6"))
+    assert code == 1 and {"deny old-name", "deny new-name"} <= {c["subject"] for c in report["changes"]}

@@ -118,6 +118,10 @@ def diff_policies(old: CompiledPolicy, new: CompiledPolicy, time_bound: float = 
     _warn_changes(policies, results, changes)
     _limits(old, new, changes)
     _deny_rules(old, new, changes, allowed)
+    if old.versions != new.versions:
+        shown = {side: ", ".join(str(v) if v is not None else "none" for v in policy.versions)
+                 for side, policy in (("old", old), ("new", new))}
+        changes.append(Change("rewritten", "version", f"`version` {shown['old']} → {shown['new']}"))
     return changes
 
 
@@ -1245,14 +1249,30 @@ def _deny_rules(old: CompiledPolicy, new: CompiledPolicy, changes: list[Change],
     on the witness under one policy and not the other) is `changed`; a rewrite that explains none
     is `rewritten`."""
     texts: dict[str, dict[str, str]] = {"old": {}, "new": {}}
+    reasons: dict[str, dict[str, str | None]] = {"old": {}, "new": {}}  # the `because` of each rule
     for side, policy in (("old", old), ("new", new)):
         for rule in policy.rules:
             if rule.effect == "deny":
                 texts[side][rule.name] = " || ".join(
                     [t for t in [texts[side].get(rule.name)] if t] + [cel.to_source(rule.when)])
+                reasons[side].setdefault(rule.name, rule.because)
+    # A rule that only changed its name (one removed, one added, with one condition) is one edit.
+    removed = {texts["old"][name]: name for name in texts["old"].keys() - texts["new"].keys()}
+    added = {texts["new"][name]: name for name in texts["new"].keys() - texts["old"].keys()}
+    renamed = {removed[text]: added[text] for text in removed.keys() & added.keys()}
+    for before, after in sorted(renamed.items()):
+        explained = allowed.explained_by(f"denied by `{before}`") or allowed.explained_by(f"denied by `{after}`")
+        changes.append(Change("changed" if explained else "rewritten", f"deny {after}",
+                              f"deny rule `{before}` was renamed `{after}`: `{texts['new'][after]}`"
+                              + allowed.remark(explained, " (its condition is the same)")))
+    for name in sorted(texts["old"].keys() & texts["new"].keys()):
+        a, b = reasons["old"][name], reasons["new"][name]
+        if a != b and texts["old"][name] == texts["new"][name]:
+            changes.append(Change("rewritten", f"deny {name}", f"deny rule `{name}` gives another reason: "
+                                  f"{json.dumps(a) if a else 'none'} → {json.dumps(b) if b else 'none'}"))
     for name in sorted(texts["old"].keys() | texts["new"].keys()):
         a, b = texts["old"].get(name), texts["new"].get(name)
-        if a == b:
+        if a == b or name in renamed or name in renamed.values():
             continue
         text = (f"deny rule `{name}` was removed: `{a}`" if b is None else
                 f"deny rule `{name}` was added: `{b}`" if a is None else f"deny rule `{name}`: `{a}` → `{b}`")
