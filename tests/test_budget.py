@@ -199,6 +199,17 @@ def test_conditions_outside_the_subset_count_as_possibly_running():
     assert "never together with a step whose `when` is its negation" in note.message
 
 
+def two_branches(first: str, second: str, second_cost: int) -> str:
+    """A plan whose step `a` (4 usd) runs when `first` holds and `b` when `second` does, both
+    reading the result of `x`, under a budget of 4 usd."""
+    return f"""plan p {{
+      budget {{ cost <= 4 usd }}
+      step x {{ call t.x() }}
+      step a {{ call t.a() when {first} cost 4 usd }}
+      step b {{ call t.b() when {second} cost {second_cost} usd }}
+    }}"""
+
+
 @pytest.mark.parametrize("first, second", [
     ("x.result.error == null", "x.result.error != null"),
     ('x.result.name.matches("(?i)^a")', '!x.result.name.matches("(?i)^a")'),  # a flag: not translated
@@ -211,14 +222,9 @@ def test_conditions_outside_the_subset_count_as_possibly_running():
 def test_an_opaque_condition_and_its_negation_are_exclusive(first, second):
     """A condition outside the subset is one Boolean atom shared by the branches (keyed by its
     text; `a > b` and `a <= b` are one test): its negation never runs together with it."""
-    plan = f"""plan p {{
-      budget {{ cost <= 4 usd }}
-      step x {{ call t.x() }}
-      step a {{ call t.a() when {first} cost 4 usd }}
-      step b {{ call t.b() when {second} cost 4 usd }}
-    }}"""
-    notes = [d for d in diagnostics(plan) if d.name == "decided-at-run-time"]  # `exists`, `int()`: outside the subset
-    assert [d for d in diagnostics(plan) if d not in notes] == []
+    plan = two_branches(first, second, 4)
+    # `exists`, `int()`: outside the subset, noted as decided at run time
+    assert [d for d in diagnostics(plan) if d.name != "decided-at-run-time"] == []
     [found] = [d for d in diagnostics(plan.replace("cost <= 4 usd", "cost <= 3 usd")) if d.name != "decided-at-run-time"]
     assert "`4 usd`" in found.message and any("run-time conditions of" in note for note in found.notes)
 
@@ -234,12 +240,7 @@ def test_a_value_compared_with_constants_of_two_types_is_one_of_them_at_most(fir
     """A run-time value has one type: the steps that need it to be 200 and "error" never run
     together; a budget that only one of them fits in passes, and one that neither fits in gets a
     witness with the value that runs the dearer step."""
-    plan = f"""plan p {{
-      budget {{ cost <= 4 usd }}
-      step x {{ call t.x() }}
-      step a {{ call t.a() when {first} cost 4 usd }}
-      step b {{ call t.b() when {second} cost 3 usd }}
-    }}"""
+    plan = two_branches(first, second, 3)
     assert diagnostics(plan) == []
     [found] = diagnostics(plan.replace("cost <= 4 usd", "cost <= 3 usd"))
     assert "`4 usd`" in found.message and any(note.startswith("conditions that hold: `a`") for note in found.notes)

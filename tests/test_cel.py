@@ -789,6 +789,7 @@ def test_a_command_whose_expressions_spend_the_allowance_says_its_verdicts_may_b
     path.write_text(policy[:-1] + tests + "}")
     result = run_policy_tests([str(path)])
     assert result.diagnostics[0].name == "input-too-large" and result.exit_code() == 1
+    assert [d.name for d in result.diagnostics].count("input-too-large") == 1
     monkeypatch.setattr(evaluate, "COMMAND_WORK", 20 * evaluate.MAX_WORK)
     assert not [d for d in check_sources([SourceFile("p.plan", plan)], [SourceFile("q.policy", policy)]).diagnostics
                 if d.name == "input-too-large"]

@@ -289,7 +289,8 @@ def check_sources(plan_sources: Sequence[SourceFile], policy_sources: Sequence[S
     `announce_no_policy` (the `no-policy` note, as the command line words it).
 
     The expressions evaluated share one work allowance (`cel.evaluate.COMMAND_WORK`): past it, each
-    fails as one over its own bound does (decided at run time, never a silent pass).
+    fails as one over its own bound does (never a silent pass), and one `input-too-large` error
+    (`work_exhausted`) says the verdicts may be wrong.
 
     The cyclic garbage collector is paused for the duration: the stages allocate many long-lived
     objects and no cycles worth collecting, and generational passes over a large plan's IR would
@@ -303,7 +304,7 @@ def check_sources(plan_sources: Sequence[SourceFile], policy_sources: Sequence[S
     try:
         with allowance(COMMAND_WORK) as work:  # many expensive expressions cannot add up to hours
             result = _check_sources(plan_sources, policy_sources, dict(options or {}))
-        if work.exhausted:
+        if work.exhausted and work.outermost:  # (inside `plangate test`, the command says it once)
             result.diagnostics = sorted([*result.diagnostics, work_exhausted([*plan_sources, *policy_sources])],
                                         key=Diagnostic.sort_key)
         return result

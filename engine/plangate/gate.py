@@ -167,8 +167,9 @@ class Gate:
                 decision.reasons.append(not_in_catalogue(tool))
         if not is_tool_name(tool):
             decision.reasons.append(f"`{tool}` is not a tool name (dotted identifiers, such as `deploy.preview`)")
-        if declared is not None and entry is not None and entry.risk is not None and declared < entry.risk:
-            decision.reasons.append(underdeclared(tool, declared, entry.risk))
+        low = underdeclared(tool, declared, entry)
+        if low is not None:
+            decision.reasons.append(low)
         before_rules = False
         try:
             canonical_json(dict(args or {}))
@@ -208,12 +209,9 @@ class Gate:
                 decision.requires.append(requirement.kind)  # a check only observes: approvals alone
         if retry_needs_key(kind, retry, level) and "idempotency" not in decision.requires:
             decision.requires.append("idempotency")  # a retried write needs a key, policy or not
-        cap = self.policy.limit("approval_within")  # as the runtime caps the expiry of every approval
-        if cap is not None and cap.seconds is not None:
-            for role, need in needs.items():
-                within = need.within_seconds
-                needs[role] = replace(need, within_seconds=cap.seconds if within is None else min(within, cap.seconds))
-        decision.approvals = list(needs.values())
+        # capped by `limit approval_within`, as the runtime caps the expiry of every approval
+        decision.approvals = [replace(need, within_seconds=self.policy.approval_lasts(need.within_seconds))
+                              for need in needs.values()]
         decision.allowed = not decision.reasons
         return decision
 

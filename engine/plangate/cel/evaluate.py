@@ -233,8 +233,10 @@ def compile_expr(expr: Expr) -> Evaluator:
 @dataclass
 class Allowance:
     """What `allowance` yields: `exhausted` once the block is over, when some evaluation inside it
-    failed because the allowance was spent (its verdicts are then no longer all to be trusted)."""
+    failed because the allowance was spent (its verdicts are then no longer all to be trusted);
+    `outermost` when no allowance encloses it (the one whose command says so, once)."""
 
+    outermost: bool
     exhausted: bool = False
 
 
@@ -246,7 +248,7 @@ def allowance(units: int) -> Iterator[Allowance]:
     saved, saved_exhausted = _work.shared, _work.exhausted
     start = units if saved is None else min(saved, units)
     _work.shared, _work.exhausted = start, False
-    found = Allowance()
+    found = Allowance(outermost=saved is None)
     try:
         yield found
     finally:

@@ -127,10 +127,13 @@ class Refusal:
         return f"{self.what}: {'; '.join(self.problems)}" if self.what else "; ".join(self.problems)
 
 
-def underdeclared(tool: str, declared: Risk, catalogued: Risk) -> str:
+def underdeclared(tool: str, declared: Risk | None, entry: CatalogueEntry | None) -> str | None:
     """Why a call that declares less risk than its tool's catalogue risk is refused (the gate,
-    `plangate test`), as `risk-underdeclared` refuses such a step."""
-    return f"the call declares risk `{declared.name}`, below `{catalogued.name}`, the risk of `{tool}` in the catalogue"
+    `plangate test`), as `risk-underdeclared` refuses such a step; None when it declares none, or
+    not less."""
+    if declared is None or entry is None or entry.risk is None or declared >= entry.risk:
+        return None
+    return f"the call declares risk `{declared.name}`, below `{entry.risk.name}`, the risk of `{tool}` in the catalogue"
 
 
 def not_in_catalogue(tool: str) -> str:

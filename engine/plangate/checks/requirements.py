@@ -27,7 +27,7 @@ from plangate.cel.evaluate import constant_when
 from plangate.checks.context import PlanContext
 from plangate.diagnostics import Diagnostic, Label, diagnostic
 from plangate.ir.nodes import ApprovalSpec, Step
-from plangate.policy.compiled import CompiledRequirement, describe_approval, format_seconds
+from plangate.policy.compiled import CompiledPolicy, CompiledRequirement, describe_approval, format_seconds
 from plangate.checks.limits import limit_text
 from plangate.checks.rules import step_decisions
 from plangate.checks.unreachable import never_true, never_running
@@ -76,7 +76,7 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
     for step_id, requirements in applicable(ctx).items():
         step = ctx.graph.steps[step_id]
         approvals = [(r, outcome) for r, outcome in requirements if r.kind == "approval" and r.approval is not None]
-        yield from _approvals(step, approvals, cap.seconds if cap is not None else None)
+        yield from _approvals(step, approvals, ctx.policy)
         for requirement, outcome in requirements:
             if step.kind == "check":
                 continue  # a check only observes; if it calls a write, `check-not-read-only` says so
@@ -127,29 +127,20 @@ def _verifiers(ctx: PlanContext) -> tuple[dict[str, list[str]], dict[str, list[t
         return checked_by, skippable
     never = never_running(ctx)
     guards = guard_sets(ctx)
-    texts: dict[str, str] = {}
-
-    def condition(step_id: str) -> str:
-        """A guard's `when` as canonical text: two conditions are the same when their texts are
-        (the syntax tree's equality would take `-0.0` for `0.0`)."""
-        if step_id not in texts:
-            texts[step_id] = cel.to_source(ctx.graph.steps[step_id].when)  # type: ignore[arg-type]
-        return texts[step_id]
-
     for step in checks:
         if step.id in never or (step.when is not None and never_true(step.when)):
             for source in ctx.graph.predecessors(step.id):  # it depends on them, and never runs
                 skippable.setdefault(source, []).append((step.id, _NEVER))
             continue
         for source in ctx.graph.predecessors(step.id):
-            conditions = {condition(guard) for guard in guards.get(source, ())}
-            extra = [guard for guard in guards.get(step.id, ()) if condition(guard) not in conditions]
+            conditions = {guard_condition(ctx, guard) for guard in guards.get(source, ())}
+            extra = [guard for guard in guards.get(step.id, ()) if guard_condition(ctx, guard) not in conditions]
             if not extra:
                 checked_by.setdefault(source, []).append(step.id)
                 continue
             guard = min(extra)
             skippable.setdefault(source, []).append(
-                (step.id, f"`{condition(guard)}` holds"
+                (step.id, f"`{guard_condition(ctx, guard)}` holds"
                           + ("" if guard == step.id else f" (the `when` of `{guard}`, whose result it depends on)")))
     return checked_by, skippable
 
@@ -162,6 +153,16 @@ def guard_sets(ctx: PlanContext) -> dict[str, frozenset[str]]:
     if known is None:
         known = ctx.facts["guard_sets"] = _guard_sets(ctx)
     return known
+
+
+def guard_condition(ctx: PlanContext, step_id: str) -> str:
+    """A guard's `when` as canonical text: two guards have the same condition when their texts are
+    (the syntax tree's equality would take `-0.0` for `0.0`). Kept per plan in `ctx.facts`."""
+    texts = ctx.facts.setdefault("guard_conditions", {})
+    text = texts.get(step_id)
+    if text is None:
+        text = texts[step_id] = cel.to_source(ctx.graph.steps[step_id].when)  # type: ignore[arg-type]
+    return text
 
 
 def _guard_sets(ctx: PlanContext) -> dict[str, frozenset[str]]:
@@ -189,9 +190,9 @@ def _missing(name: str, step: Step, requirement: CompiledRequirement, outcome: s
 
 
 def _approvals(step: Step, requirements: list[tuple[CompiledRequirement, str]],
-               cap: int | None) -> Iterator[Diagnostic]:
-    """`cap`: `limit approval_within`, in seconds. The approval a help tells the plan to write has
-    the required `within` capped by it (a longer one is `limit-exceeded`); what the plan asks for is
+               policy: CompiledPolicy) -> Iterator[Diagnostic]:
+    """The approval a help tells the plan to write has the required `within` capped by `limit
+    approval_within` (`approval_lasts`: a longer one is `limit-exceeded`); what the plan asks for is
     compared with the requirements as written (the run caps every approval anyway)."""
     needs: dict[str, _Need] = {}
     maybe: set[str] = set()
@@ -206,7 +207,7 @@ def _approvals(step: Step, requirements: list[tuple[CompiledRequirement, str]],
             need.within = spec.within.seconds if need.within is None else min(need.within, spec.within.seconds)
         need.rules.append(requirement)
     for need in needs.values():
-        within = need.within if cap is None else cap if need.within is None else min(need.within, cap)
+        within = policy.approval_lasts(need.within)
         wanted = describe_approval(ApprovalSpec(count=need.count, role=need.role, within=None)) + (
             f" within {format_seconds(within)}" if within is not None else "")
         notes = [f"required by `{rule.describe()}` in policy `{rule.policy}`" for rule in need.rules]

@@ -30,7 +30,7 @@ from typing import Any, Iterator
 from plangate.cel import ast as cel
 from plangate.cel.evaluate import CelError, constant_value, reads_a_name
 from plangate.checks.context import PlanContext
-from plangate.checks.requirements import guard_sets
+from plangate.checks.requirements import guard_condition, guard_sets
 from plangate.checks.unreachable import never_running
 from plangate.diagnostics import Diagnostic, Label, diagnostic
 from plangate.ir.nodes import Step
@@ -53,14 +53,10 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
     if not shared:
         return  # the common case: every key names one call, and no guard set is needed
     guards = guard_sets(ctx)
-    texts: dict[str, str] = {}
 
     def conditions(step: Step) -> frozenset[str]:
         """The `when`s `step` runs under, as canonical texts (equal texts: the same condition)."""
-        for guard in guards.get(step.id, ()):
-            if guard not in texts:
-                texts[guard] = cel.to_source(ctx.graph.steps[guard].when)  # type: ignore[arg-type]
-        return frozenset(texts[guard] for guard in guards.get(step.id, ()))
+        return frozenset(guard_condition(ctx, guard) for guard in guards.get(step.id, ()))
 
     for steps in shared:
         firsts: dict[frozenset[str], tuple[int, Step]] = {}  # guard set → its first step, with its position

@@ -208,6 +208,14 @@ class CompiledPolicy:
     def limit(self, name: str) -> LimitValue | None:
         return self.limits.get(name)
 
+    def approval_lasts(self, within: int | None) -> int | None:
+        """How long an approval asked to last `within` seconds (None: not said) may last: the
+        shorter of that and `limit approval_within`; None when neither bounds it. The runtime caps
+        every approval's expiry so; the gate, `check`'s help and `policy diff` say what it caps."""
+        cap = self.limit("approval_within")
+        bounds = [seconds for seconds in (within, cap.seconds if cap is not None else None) if seconds is not None]
+        return min(bounds) if bounds else None
+
     def canonical(self, legacy: bool = False) -> dict[str, Any]:
         """What decides, as JSON-like data (its canonical JSON is what `hash` names). Each catalogue
         entry says which of the combined policies give it and, where several give one pattern,

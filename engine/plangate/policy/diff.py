@@ -576,18 +576,14 @@ def _cap(entry: CatalogueEntry | None, figure: str) -> Fraction | None:
 
 def _limit_value(policy: CompiledPolicy, name: str) -> Fraction | None:
     limit = policy.limit(name)
-    if limit is None:
-        return None
-    value = limit.amount if limit.amount is not None else limit.seconds if limit.seconds is not None else limit.count
-    return None if value is None else Fraction(value)
+    return None if limit is None else Fraction(limit.key())
 
 
 def _within_seconds(policy: CompiledPolicy, spec: Any) -> int:
-    """How long a required approval may last: its `within`, capped by `limit approval_within` (the
-    runtime caps every approval's expiry by it); FOREVER without either."""
-    within = spec.within.seconds if spec.within is not None else FOREVER
-    cap = policy.limit("approval_within")
-    return min(within, cap.seconds) if cap is not None and cap.seconds is not None else within
+    """How long a required approval may last (`approval_lasts`: its `within`, capped by `limit
+    approval_within`, as the runtime caps every approval's expiry); FOREVER without either."""
+    lasts = policy.approval_lasts(spec.within.seconds if spec.within is not None else None)
+    return FOREVER if lasts is None else lasts
 
 
 def _copy(value: Any) -> Any:

@@ -70,7 +70,6 @@ def run_policy_tests(paths: Sequence[str]) -> PolicyTestResult:
     """Check each policy and run its tests; every expression evaluated, by the checks and the tests,
     draws on one work allowance (`cel.evaluate.COMMAND_WORK`), as in `plangate check`."""
     from plangate.cel.evaluate import COMMAND_WORK, allowance
-
     from plangate.driver import work_exhausted
 
     with allowance(COMMAND_WORK) as work:
@@ -150,22 +149,21 @@ def run_test(policy: CompiledPolicy, policy_id: str, test: PolicyTest) -> tuple[
     argument_refusal = "; ".join(unsendable) or (str(refused_by_arguments) if refused_by_arguments else None)
     rules_asked = not unsendable and (refused_by_arguments is None or refused_by_arguments.explainable)
     unknown = not_in_catalogue(test.call.tool) if entry is None and policy.unknown_tools == "deny" else None
+    declared = test.risk.level if test.risk is not None else None
     args = typed_arguments(entry, args)
     denies: list[str] = []
     warns: list[str] = []
     kinds: list[str] = []
     errors: list[tuple[str, str]] = []
     if rules_asked:  # else values no rule could see: refused before any rule, as at run time
-        facts = StepFacts(step=step, entry=entry, declared_risk=test.risk.level if test.risk is not None else None,
-                          effective_risk=effective_risk(step, entry), args=args)
+        facts = StepFacts(step=step, entry=entry, declared_risk=declared, effective_risk=effective_risk(step, entry),
+                          args=args)
         decision = evaluator_for(policy).decide_call(rule_activation(facts, Plan(id=policy_id)))
         denies = [rule.name for rule in decision.denied_by]
         warns = [rule.name for rule in decision.warned_by]
         kinds = sorted({requirement.kind for requirement in decision.requirements})
         errors = [] if argument_refusal else decision.errors  # a rule fails on values of the wrong type: the refusal says why
-    declared = test.risk.level if test.risk is not None else None
-    low = underdeclared(test.call.tool, declared, entry.risk) \
-        if declared is not None and entry is not None and entry.risk is not None and declared < entry.risk else None
+    low = underdeclared(test.call.tool, declared, entry)
     refusal = "; ".join(part for part in (unknown, low, argument_refusal) if part) or None
     refused = bool(refusal)
     decided = _describe(denies, warns, kinds, refusal)

@@ -780,20 +780,10 @@ class Runtime:
     def _budget_problem(self, view: RunView, step: Step) -> str | None:
         """Why one more call of `step` would break the plan's budget or a policy limit: one more
         call, its declared cost, or the time it may take (its bound) on top of the time elapsed."""
-        budget = view.plan.budget
         cost = _declared_cost(view.policy, step)
         bound = _time_bound(view.policy, step)
-        bounds = []
-        if budget is not None:
-            bounds.append(("the plan's budget", budget.calls, float(budget.cost.amount) if budget.cost else None,
-                           budget.time.seconds if budget.time else None))
-        policy = view.policy
-        calls_limit, cost_limit, time_limit = policy.limit("calls"), policy.limit("cost"), policy.limit("time")
-        bounds.append(("the policy's limit", calls_limit.count if calls_limit else None,
-                       float(cost_limit.amount) if cost_limit and cost_limit.amount is not None else None,
-                       time_limit.seconds if time_limit else None))
         elapsed = self.clock() - view.started_at
-        for who, calls, money, seconds in bounds:
+        for who, calls, money, seconds in _run_budgets(view):
             if calls is not None and view.calls + 1 > calls:
                 return f"one more call would make {view.calls + 1}, over {who} of {calls} calls"
             if money is not None and view.cost + cost > money + 1e-9:
@@ -809,12 +799,7 @@ class Runtime:
         """The seconds the run's tightest time budget (the plan's `budget { time }` or the policy's
         `limit time`) leaves, on the elapsed time `_budget_problem` counts, and that budget as its
         messages name it; None without one."""
-        budgets = []
-        if view.plan.budget is not None and view.plan.budget.time is not None:
-            budgets.append((view.plan.budget.time.seconds, "the plan's budget"))
-        time_limit = view.policy.limit("time")
-        if time_limit is not None and time_limit.seconds is not None:
-            budgets.append((time_limit.seconds, "the policy's limit"))
+        budgets = [(seconds, who) for who, _calls, _money, seconds in _run_budgets(view) if seconds is not None]
         if not budgets:
             return None
         seconds, who = min(budgets)
@@ -992,9 +977,8 @@ class Runtime:
         if role not in needs:
             wanted = ", ".join(f'"{r}"' for r in needs) or "no role"
             raise RunError(f"step `{step_id}` needs no approval by role \"{role}\" (it needs {wanted})")
-        cap = view.policy.limit("approval_within")
-        bounds = [seconds for seconds in (needs[role][1], cap.seconds if cap is not None else None) if seconds is not None]
-        return {**call, "within": min(bounds) if bounds else DEFAULT_APPROVAL_SECONDS}
+        lasts = view.policy.approval_lasts(needs[role][1])
+        return {**call, "within": lasts if lasts is not None else DEFAULT_APPROVAL_SECONDS}
 
     def approve(self, run: str, step_id: str, approver: str, role: str,
                 shown: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -1363,6 +1347,21 @@ def _open_decisions(plan: Plan, run: str) -> str | None:
             f"{'it' if one else 'them'} in a new version of the plan (a higher `version`) that marks "
             f"{'it' if one else 'each'} `resolved \"…\"`, then `plangate run NEW.plan --run {run} --policy … "
             "--tools …`")
+
+
+def _run_budgets(view: RunView) -> list[tuple[str, int | None, float | None, int | None]]:
+    """The bounds a run's actual figures are held to, as messages name them, each with its calls,
+    cost and seconds (None where it sets none): the plan's `budget`, then the policy's limits."""
+    budget, policy = view.plan.budget, view.policy
+    bounds = []
+    if budget is not None:
+        bounds.append(("the plan's budget", budget.calls, float(budget.cost.amount) if budget.cost else None,
+                       budget.time.seconds if budget.time else None))
+    calls_limit, cost_limit, time_limit = policy.limit("calls"), policy.limit("cost"), policy.limit("time")
+    bounds.append(("the policy's limit", calls_limit.count if calls_limit else None,
+                   float(cost_limit.amount) if cost_limit and cost_limit.amount is not None else None,
+                   time_limit.seconds if time_limit else None))
+    return bounds
 
 
 def _held_workers(abandoned: dict[Future, tuple[str, float]], workers: int) -> str:
