@@ -129,3 +129,47 @@ def test_indexed_verdicts_equal_deciding_every_step(steps):
     ctx = context(f"plan q {{ step g {{ call g.get() }} {body} }}")
     for rule in ctx.policy.rules:
         assert indexed(ctx, rule.when) == unindexed(ctx, rule.when), rule.name
+
+
+_VALUES = st.one_of(st.none(), st.integers(-10, 10), st.text("ab", max_size=2), st.booleans(), st.just({"n": 3}))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from([*TOOLS, "g.get", "c.q"]), st.dictionaries(st.sampled_from(["n", "m"]), _VALUES, max_size=2),
+       st.sampled_from(["read_only", "reversible_write", "external_write", "irreversible"]),
+       st.integers(0, 3))
+def test_decide_call_evaluates_only_the_rules_its_tool_admits_and_decides_alike(tool, args, risk, retry):
+    """`Evaluator.decide_call` skips the conditions whose tool filter rejects the call's tool: the
+    rules that fire, the requirements that apply and the errors are those of evaluating them all."""
+    policy = context("plan q { step s { call a.x() } }").policy
+    evaluator = evaluator_for(policy)
+    step = {"id": "s", "tool": tool, "risk": ["read_only", "reversible_write", "external_write", "irreversible"].index(risk),
+            "retry": retry, "kind": "step", "cost": 1.0}
+    activation = {"read_only": 0, "reversible_write": 1, "external_write": 2, "irreversible": 3,
+                  "step": step, "call": {"tool": tool, "args": args}, "args": args, "plan": {"id": "q"}}
+    decision = evaluator.decide_call(activation)
+    every = [(rule.name, evaluator.evaluate(rule.when, activation)) for rule in policy.rules]
+    assert [rule.name for rule in decision.denied_by] == [name for name, outcome in every if outcome is True]
+    assert [name for name, _ in decision.errors] == [name for name, outcome in every if not isinstance(outcome, bool)]
+    skipped = [rule.name for rule in policy.rules if rule not in evaluator._for_tool(activation)[0]]
+    assert all(outcome is False for name, outcome in every if name in skipped)
+    if tool == "c.q":
+        assert {"r0", "r1", "r2", "r3", "r4", "r6"} <= set(skipped)  # no tool conjunct admits it
+
+
+def test_a_policy_diff_tool_class_holds_a_condition_only_when_its_filter_admits_one_of_its_tools():
+    from plangate.policy.diff import ToolClass
+
+    exact = ToolClass("a.x", exact="a.x")
+    pattern = ToolClass("a.*", prefix="a.", excluded=("a.x",), excluded_prefixes=("a.b.",))
+    other = ToolClass("any other tool", excluded=("a.x", "z.q"), excluded_prefixes=("a.",))
+    assert exact.may_hold(ToolFilter(frozenset({"a.x", "b.z"})))
+    assert not exact.may_hold(ToolFilter(frozenset({"a.y"})))
+    assert not exact.may_hold(ToolFilter(None, ("b.",)))
+    assert pattern.may_hold(ToolFilter(frozenset({"a.y"})))
+    assert not pattern.may_hold(ToolFilter(frozenset({"a.x", "a.b.c", "b.z"})))  # each taken elsewhere
+    assert pattern.may_hold(ToolFilter(None, ("a.c",))) and pattern.may_hold(ToolFilter(None, ("",)))
+    assert not pattern.may_hold(ToolFilter(None, ("b.",)))
+    assert other.may_hold(ToolFilter(frozenset({"b.z"})))
+    assert not other.may_hold(ToolFilter(frozenset({"z.q", "a.y"})))
+    assert other.may_hold(None) and pattern.may_hold(None)

@@ -4,7 +4,10 @@
 (`plangate.cel.evaluate`); the runtime and the static checks then decide calls with them:
 
 - `decide_call(activation)` on concrete values → `CallDecision`: the deny rules that fire (any deny
-  wins), the warn rules that fire, the requirements that apply. A condition that errors at run
+  wins), the warn rules that fire, the requirements that apply. Only the conditions whose tool
+  filter admits the call's tool are evaluated (`plangate.policy.relevance`: a rejecting filter
+  means a false conjunct, so the condition is false whatever else it reads, errors included);
+  the selection is remembered per tool name. A condition that errors at run
   time (a missing field, a type clash) does not fire, as in CEL policy engines; the error is kept in
   `CallDecision.errors` so it can be journaled and shown. Except one that the evaluator's own bounds
   stopped (too much work, a value too large or too deeply nested: `CelError.bounded`): whoever
@@ -28,6 +31,7 @@ from typing import Any, Callable
 from plangate.cel import ast as cel
 from plangate.cel.evaluate import CelError, leaves
 from plangate.policy.compiled import CompiledPolicy, CompiledRequirement, CompiledRule
+from plangate.policy.relevance import condition_shape
 
 
 @dataclass
@@ -67,6 +71,7 @@ class Evaluator:
         conditions = [rule.when for rule in policy.rules]
         conditions += [req.when for req in policy.requirements if req.when is not None]
         self._compiled: dict[int, Callable[[Any], Any]] = {id(expr): compile_expr(expr) for expr in conditions}
+        self._by_tool: dict[str, tuple[tuple[CompiledRule, ...], tuple[CompiledRequirement, ...]]] = {}
 
     def holds(self, expr: cel.Expr | None, activation: dict[str, Any]) -> bool | str:
         """True/False, or the error message when the condition cannot be evaluated."""
@@ -91,13 +96,35 @@ class Evaluator:
 
     def decide_call(self, activation: dict[str, Any]) -> CallDecision:
         decision = CallDecision()
-        for rule in self.policy.rules:
+        rules, requirements = self._for_tool(activation)
+        for rule in rules:
             if self._applies(rule.when, rule.name, activation, decision):
                 (decision.denied_by if rule.effect == "deny" else decision.warned_by).append(rule)
-        for requirement in self.policy.requirements:
+        for requirement in requirements:
             if self._applies(requirement.when, requirement.describe(), activation, decision):
                 decision.requirements.append(requirement)
         return decision
+
+    def _for_tool(self, activation: dict[str, Any]) -> tuple[tuple[CompiledRule, ...], tuple[CompiledRequirement, ...]]:
+        """The rules and requirements that can hold for the call's tool, in policy order: every one
+        whose condition's tool filter admits it (all of them when the tool is not one string that
+        `call.tool` and `step.tool` share)."""
+        call, step = activation.get("call"), activation.get("step")
+        tool = call.get("tool") if isinstance(call, dict) else None
+        if type(tool) is not str or not isinstance(step, dict) or step.get("tool") != tool:
+            return self.policy.rules, self.policy.requirements
+        found = self._by_tool.get(tool)
+        if found is None:
+            def admitted(condition: cel.Expr | None) -> bool:
+                tools = condition_shape(condition).tools if condition is not None else None
+                return tools is None or tools.admits(tool)  # type: ignore[arg-type]
+
+            found = (tuple(rule for rule in self.policy.rules if admitted(rule.when)),
+                     tuple(requirement for requirement in self.policy.requirements if admitted(requirement.when)))
+            if len(self._by_tool) >= 4096:  # tool names come from plans: keep the memory bounded
+                self._by_tool.clear()
+            self._by_tool[tool] = found
+        return found
 
     def _applies(self, condition: cel.Expr | None, name: str, activation: dict[str, Any],
                  decision: CallDecision) -> bool:

@@ -72,6 +72,7 @@ from typing import Any, Callable
 from plangate.cel import ast as cel
 from plangate.ir.nodes import ArgSpec, Risk
 from plangate.policy.compiled import CatalogueEntry, CompiledPolicy, CompiledRequirement, format_seconds
+from plangate.policy.relevance import ToolFilter, condition_shape
 
 SIDES = ("old", "new")
 OTHER = "any other tool"  # the label of the names no pattern of either catalogue takes
@@ -160,6 +161,27 @@ class ToolClass:
     prefix: str | None = None  # "a.b." for the instances of `a.b.*`
     excluded: tuple[str, ...] = ()  # exact names the class leaves out
     excluded_prefixes: tuple[str, ...] = ()  # longer prefixes the class leaves out
+
+    def contains(self, name: str) -> bool:
+        """Whether the class takes the tool `name` (its being a well-formed dotted name aside)."""
+        if self.exact is not None:
+            return name == self.exact
+        if self.prefix is not None and not name.startswith(self.prefix):
+            return False
+        return name not in self.excluded and not any(name.startswith(prefix) for prefix in self.excluded_prefixes)
+
+    def may_hold(self, tools: ToolFilter | None) -> bool:
+        """Whether a condition whose tool filter is `tools` can hold for some tool of the class. A
+        filter that rejects each of the class's tools makes the condition false on all of them
+        (`policy.relevance`), so it needs no encoding."""
+        if tools is None:
+            return True
+        if self.exact is not None:
+            return tools.admits(self.exact)
+        if tools.names is not None:
+            return any(self.contains(name) and tools.admits(name) for name in tools.names)
+        prefix = self.prefix
+        return prefix is None or all(other.startswith(prefix) or prefix.startswith(other) for other in tools.prefixes)
 
     def constraint(self, tool: str) -> str:
         from plangate.smt.encode import conj, string_text
@@ -313,6 +335,8 @@ class _Model:
             def fires(expr: cel.Expr | None, what: str) -> str | None:
                 if expr is None:
                     return "true"
+                if not self.tool_class.may_hold(condition_shape(expr).tools):
+                    return "false"
                 try:
                     return encoder.fires(expr)
                 except Unsupported as error:
