@@ -817,6 +817,7 @@ def _compare(policies: dict[str, CompiledPolicy], time_bound: float) -> dict[Que
     if warns:
         questions += [Question("warnings", "", d) for d in ("loosened", "tightened")]
     results: dict[Question, list[Finding]] = {q: [] for q in questions}
+    reads = {question: _conditions_read(policies, question) for question in questions}
     for tool_class in tool_classes(policies["old"], policies["new"]):
         model = _Model(policies, tool_class)
         entries = {side: model.sides[side].entry for side in SIDES}
@@ -864,13 +865,13 @@ def _compare(policies: dict[str, CompiledPolicy], time_bound: float) -> dict[Que
                 results[question].append(Finding(tool_class, "runtime", entries=entries, reason=opaque))
                 continue
             results[question].append(Finding(tool_class, "witness", witness, entries, decisions,
-                                             confirmed, read=_conditions_read(policies, question)))
+                                             confirmed, read=reads[question]))
             if question.kind == "allow" and confirmed:
                 results[question] += _other_reasons(model, question, formulas[question], decisions, policies,
-                                                    entries, time_bound)
+                                                    entries, reads[question], time_bound)
             elif question.kind == "allow":
                 results[question] += _reasons_apart(model, question, formulas[question], policies, entries,
-                                                    time_bound)
+                                                    reads[question], time_bound)
     return results
 
 
@@ -879,7 +880,7 @@ MAX_REASONS = 4  # witnesses sought per tool class and direction, one for each r
 
 def _other_reasons(model: "_Model", question: Question, formula: str, decisions: dict[str, Decision],
                    policies: dict[str, CompiledPolicy], entries: dict[str, CatalogueEntry | None],
-                   time_bound: float) -> list[Finding]:
+                   read: frozenset[str], time_bound: float) -> list[Finding]:
     """More witnesses of an allow difference, each denied by the stricter side for another reason:
     the reasons already shown are excluded (a deny rule's condition is false; the arguments fit
     the schema), and the solver asked again, until no witness is left or `MAX_REASONS` is reached.
@@ -907,13 +908,13 @@ def _other_reasons(model: "_Model", question: Question, formula: str, decisions:
         decisions = {name: decide_witness(policies[name], entries[name], witness) for name in SIDES}
         if not _confirms(question, decisions) or model.undecided(formula) is not None:
             return found
-        found.append(Finding(model.tool_class, "witness", witness, entries, decisions, True,
-                             read=_conditions_read(policies, question)))
+        found.append(Finding(model.tool_class, "witness", witness, entries, decisions, True, read=read))
     return found
 
 
 def _reasons_apart(model: "_Model", question: Question, formula: str, policies: dict[str, CompiledPolicy],
-                   entries: dict[str, CatalogueEntry | None], time_bound: float) -> list[Finding]:
+                   entries: dict[str, CatalogueEntry | None], read: frozenset[str],
+                   time_bound: float) -> list[Finding]:
     """Witnesses of an allow difference whose first witness the replay did not confirm (a condition
     at the edge of what the solver models, such as a bound past the largest double): the solver is
     asked once per reason the stricter side has — each deny rule, and arguments that do not fit its
@@ -933,8 +934,7 @@ def _reasons_apart(model: "_Model", question: Question, formula: str, policies: 
         witness = model.witness(answer.model)
         decisions = {name: decide_witness(policies[name], entries[name], witness) for name in SIDES}
         if _confirms(question, decisions) and model.undecided(formula) is None:
-            found.append(Finding(model.tool_class, "witness", witness, entries, decisions, True,
-                                 read=_conditions_read(policies, question)))
+            found.append(Finding(model.tool_class, "witness", witness, entries, decisions, True, read=read))
     return found
 
 
