@@ -925,3 +925,48 @@ def test_an_entry_takes_what_it_leaves_unsaid_from_its_policys_next_entry_for_th
     assert preview.risk_source()[0] == "deploy.*" and preview.args_source()[0] == "deploy.preview"
     [underdeclared] = [d for d in result.diagnostics if d.name == "risk-underdeclared"]
     assert underdeclared.labels[0].message == "`deploy.*` is `reversible_write` here"
+
+
+def test_a_schema_a_policy_inherits_or_shares_through_a_pattern_is_compared_with_the_others():
+    """Each policy speaks of a tool through its own most specific entry, with the schema it leaves
+    unsaid taken from its next: that schema, not only one stated on an overlapping pattern, makes
+    a tool ambiguous — else which schema (and the deny rules written for it) applied depended on
+    the policies' texts."""
+    from plangate.driver import check_sources
+    from plangate.source import SourceFile
+
+    base = SourceFile("base.policy", """policy base { tool pay.* { risk irreversible args { amount: double } }
+      tool pay.refund { cost <= 1 usd }
+      deny "refund-cap" when call.tool == "pay.refund" && args.amount > 500.0 }""")
+    plan = SourceFile("p.plan", 'plan p { step r { call pay.refund(amount: "900.0") idempotency "r" } }')
+    for comment in ("# v1", "# v2", "# v3"):
+        team = SourceFile("team.policy", f"policy team {{ tool pay.refund {{ risk irreversible args {{ amount: string }} }} }}\n{comment}\n")
+        for policies in ([base, team], [team, base]):
+            found = [d for d in check_sources([plan], policies).diagnostics if d.name == "ambiguous-tool"]
+            assert [(d.message, d.span.file, d.labels[0].span.file) for d in found] == [
+                ("policies `team` and `base` give `pay.refund` different `args` (through `pay.refund` and `pay.*`)",
+                 "team.policy", "base.policy")]
+    # both policies name the wider pattern; one also names the tool
+    a = SourceFile("A.policy", "policy A { tool t.* { risk read_only } tool t.w { risk read_only args { m: int } } }")
+    b = SourceFile("B.policy", "policy B { tool t.* { risk read_only args { n: int } } }")
+    for policies in ([a, b], [b, a]):
+        [found] = [d for d in check_sources([], policies).diagnostics if d.name == "ambiguous-tool"]
+        assert found.message == "policies `A` and `B` give `t.w` different `args` (through `t.w` and `t.*`)"
+    # a more specific entry of the policy with the wider schema speaks for it: no ambiguity
+    c = SourceFile("C.policy", "policy C { tool q.* { risk read_only args { x: int } } tool q.r { args { m: int } } }")
+    d = SourceFile("D.policy", "policy D { tool q.r { risk read_only args { m: int } } }")
+    assert [x.name for x in check_sources([], [c, d]).diagnostics] == []
+
+
+def test_one_schema_with_its_arguments_in_another_order_is_not_ambiguous():
+    from plangate.driver import check_sources
+    from plangate.source import SourceFile
+
+    c = SourceFile("C.policy", "policy C { tool t.y { risk read_only args { a: int, b: string? } } }")
+    d = SourceFile("D.policy", "policy D { tool t.y { risk read_only args { b: string?, a: int } } }")
+    e = SourceFile("E.policy", "policy E { tool t.* { risk read_only args { b: string?, a: int } } }")
+    plan = SourceFile("p.plan", 'plan p { step c { call t.y(a: 1, b: "s") } }')
+    for policies in ([c, d], [d, c], [c, e]):
+        assert [x.name for x in check_sources([plan], policies).diagnostics] == []
+    f = SourceFile("F.policy", "policy F { tool t.y { risk read_only args { b: string, a: int } } }")  # not optional
+    assert [x.name for x in check_sources([], [c, f]).diagnostics] == ["ambiguous-tool"]

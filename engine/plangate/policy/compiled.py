@@ -82,11 +82,7 @@ class CatalogueEntry:
         return self.args_from or (self.pattern, self.span)
 
     def specificity(self) -> tuple[int, int]:
-        if self.pattern == "*":
-            return (0, 0)
-        if self.pattern.endswith(".*"):
-            return (1, self.pattern.count(".") )
-        return (2, 0)
+        return pattern_specificity(self.pattern)
 
     def matches(self, tool: str) -> bool:
         if self.pattern == "*":
@@ -194,15 +190,7 @@ class CompiledPolicy:
         policy's most specific such entry — with what it leaves unsaid (risk, caps, `args`) taken
         from the policy's next such entry that says it (`_inherit`) —, those combined (`match`;
         `policy diff` asks it of a class of tools)."""
-        spoken: list[CatalogueEntry] = []
-        for position in range(len(self.ids)):
-            found = [next((part for part in combined.parts if position in part.origins), combined)
-                     for combined in self.catalogue if position in combined.origins]
-            found = sorted((entry for entry in found if applies(entry)), key=CatalogueEntry.specificity, reverse=True)
-            if found:
-                entry = _inherit(found)
-                if entry not in spoken:
-                    spoken.append(entry)
+        spoken = _spoken([entry for entry in self.catalogue if applies(entry)], len(self.ids))
         return _combine_matches(spoken) if spoken else None
 
     def limit(self, name: str) -> LimitValue | None:
@@ -256,6 +244,15 @@ class CompiledPolicy:
     def legacy_hash(self) -> str:
         """The hash of `canonical(legacy=True)`: what runs recorded before entries had origins name."""
         return content_hash(self.canonical(legacy=True))
+
+
+def pattern_specificity(pattern: str) -> tuple[int, int]:
+    """Higher is more specific: an exact name, then the longer prefix, then `*`."""
+    if pattern == "*":
+        return (0, 0)
+    if pattern.endswith(".*"):
+        return (1, pattern.count("."))
+    return (2, 0)
 
 
 def describe_approval(spec: ApprovalSpec) -> str:
@@ -329,7 +326,6 @@ def compile_policies(policies: Iterable[Policy]) -> tuple[CompiledPolicy, list[D
                 limits[limit.name] = value
         tests.extend((policy.id, test) for test in policy.tests)
     _check_cap_currencies(policies, limits.get("cost"), diagnostics)
-    _check_overlapping_schemas(list(catalogue.values()), diagnostics)
 
     compiled = CompiledPolicy(
         ids=tuple(p.id for p in policies),
@@ -342,18 +338,13 @@ def compile_policies(policies: Iterable[Policy]) -> tuple[CompiledPolicy, list[D
         tests=tuple(tests),
     )
     object.__setattr__(compiled, "hash", content_hash(compiled.canonical()))
+    _check_schemas(compiled, diagnostics)
     return compiled, diagnostics
 
 
 def _merge_entries(first: CatalogueEntry, second: CatalogueEntry, diagnostics: list[Diagnostic]) -> CatalogueEntry:
     """One pattern given by two policies: what `_combine_matches` makes of them (as of two patterns
-    that match one tool), and the disagreements worth a diagnostic."""
-    if first.args is not None and second.args is not None and first.args != second.args:
-        diagnostics.append(diagnostic(
-            "ambiguous-tool", second.span,
-            f"policies `{first.policies[0]}` and `{second.policies[0]}` give `{first.pattern}` different `args`",
-            labels=[Label(first.span, "the schema that is kept")],
-            help="give the tool one argument schema in every policy"))
+    that match one tool), and a disagreement on the risk (one on `args`: `_check_schemas`)."""
     differences = []
     if first.risk is not None and second.risk is not None and first.risk != second.risk:
         differences.append(f"risk `{first.risk.name}` against `{second.risk.name}`: "
@@ -429,35 +420,76 @@ def _combine_matches(entries: list[CatalogueEntry]) -> CatalogueEntry:
     )
 
 
-def _check_overlapping_schemas(entries: list[CatalogueEntry], diagnostics: list[Diagnostic]) -> None:
-    """`ambiguous-tool` where entries of different policies, one pattern covering the other
-    (`pay.*` and `pay.refund`), declare different `args`: a call to a tool both match would have to
-    fit both schemas (as with one pattern in two policies), so one of them misdescribes the tool."""
-    declared = [entry for entry in entries if entry.args is not None]
-    if len(declared) > 2_000:
-        return  # quadratic; a catalogue this large is checked pattern by pattern only
-    for index, first in enumerate(declared):
-        for second in declared[index + 1:]:
-            if first.args == second.args or set(first.origins) & set(second.origins):
-                continue
-            if not (_covers(first.pattern, second.pattern) or _covers(second.pattern, first.pattern)):
-                continue
-            broad, narrow = (first, second) if _covers(first.pattern, second.pattern) else (second, first)
-            diagnostics.append(diagnostic(
-                "ambiguous-tool", narrow.span,
-                f"policies `{narrow.policies[0]}` and `{broad.policies[0]}` give `{narrow.pattern}` different `args` "
-                f"(through `{narrow.pattern}` and `{broad.pattern}`)",
-                labels=[Label(broad.span, "the other schema")],
-                help="give the tool one argument schema in every policy"))
+def _spoken(entries: list[CatalogueEntry], positions: int) -> list[CatalogueEntry]:
+    """Each combined policy's own entry among `entries` (catalogue entries that match the tools in
+    question), in the policies' order: its most specific one, with what that leaves unsaid taken
+    from its next ones (`_inherit`). A policy given twice (the same entry again) speaks once."""
+    spoken: list[CatalogueEntry] = []
+    for position in range(positions):
+        found = [next((part for part in combined.parts if position in part.origins), combined)
+                 for combined in entries if position in combined.origins]
+        if found:
+            entry = _inherit(sorted(found, key=CatalogueEntry.specificity, reverse=True))
+            if entry not in spoken:
+                spoken.append(entry)
+    return spoken
 
 
-def _covers(pattern: str, other: str) -> bool:
-    """Whether every tool `other` matches is matched by `pattern` too."""
+def same_schema(first: tuple[ArgSpec, ...], second: tuple[ArgSpec, ...]) -> bool:
+    """Whether two `args` schemas declare the same arguments (named, so in any order)."""
+    return sorted(first, key=lambda spec: spec.name) == sorted(second, key=lambda spec: spec.name)
+
+
+def _covering(pattern: str) -> list[str]:
+    """The patterns that match every tool `pattern` stands for: itself, each shorter prefix, `*`."""
     if pattern == "*":
-        return True
-    if pattern.endswith(".*"):
-        return other != "*" and other.startswith(pattern[:-1]) and len(other) > len(pattern) - 1
-    return pattern == other
+        return ["*"]
+    parts = pattern.removesuffix(".*").split(".")
+    prefixes = [".".join(parts[:length]) + ".*" for length in range(len(parts) - 1, 0, -1)]
+    return [pattern, *(prefix for prefix in prefixes if prefix != pattern), "*"]
+
+
+def _check_schemas(policy: CompiledPolicy, diagnostics: list[Diagnostic]) -> None:
+    """`ambiguous-tool` where two of the combined policies give one tool different `args` schemas.
+
+    Each policy speaks of a tool through its own most specific entry, with a schema that entry
+    leaves unsaid taken from its next (`_spoken`), so the schemas compared are those, for each
+    class of tools that one set of patterns matches: each pattern of the catalogue stands for one
+    (an exact name; the tools under a prefix that no longer pattern takes; `*`), and only the
+    patterns covering it (`_covering`) can match its tools. A call to such a tool would have to fit
+    both schemas, so one of them misdescribes the tool. Each pair of schemas is reported once."""
+    if len(policy.ids) < 2:
+        return
+    by_pattern = {entry.pattern: entry for entry in policy.catalogue}
+    reported: set[frozenset[tuple[str, Span]]] = set()
+    for entry in policy.catalogue:
+        candidates = [by_pattern[pattern] for pattern in _covering(entry.pattern) if pattern in by_pattern]
+        declared = [found for found in _spoken(candidates, len(policy.ids)) if found.args is not None]
+        declared.sort(key=CatalogueEntry.specificity, reverse=True)  # the first is the schema kept (`_combine_matches`)
+        for other in declared[1:]:
+            kept = declared[0]
+            if same_schema(kept.args, other.args):  # type: ignore[arg-type]
+                continue
+            pair = frozenset({kept.args_source(), other.args_source()})
+            if pair in reported:
+                continue
+            reported.add(pair)
+            (kept_pattern, kept_span), (other_pattern, other_span) = kept.args_source(), other.args_source()
+            if kept_pattern == other_pattern:
+                diagnostics.append(diagnostic(
+                    "ambiguous-tool", other_span,
+                    f"policies `{kept.policies[0]}` and `{other.policies[0]}` give `{kept_pattern}` different `args`",
+                    labels=[Label(kept_span, "the schema that is kept")],
+                    help="give the tool one argument schema in every policy"))
+                continue
+            narrow, broad = sorted((kept, other), key=lambda found: pattern_specificity(found.args_source()[0]),
+                                   reverse=True)
+            diagnostics.append(diagnostic(
+                "ambiguous-tool", narrow.args_source()[1],
+                f"policies `{narrow.policies[0]}` and `{broad.policies[0]}` give `{entry.pattern}` different `args` "
+                f"(through `{narrow.args_source()[0]}` and `{broad.args_source()[0]}`)",
+                labels=[Label(broad.args_source()[1], "the other schema")],
+                help="give the tool one argument schema in every policy"))
 
 
 def _level(risk: Risk | None) -> int:
