@@ -268,3 +268,39 @@ def test_one_broken_clause_on_a_line_is_one_error(text, columns):
     found = parse_source(SourceFile("a.plan", text)).diagnostics
     assert [(d.name, d.span.start + 1) for d in found] == [("syntax-error", column) for column in columns], \
         [d.message for d in found]
+
+
+def test_the_grammar_cache_is_kept_only_where_no_one_else_can_write(tmp_path, monkeypatch):
+    """Lark's cache is a pickle: a folder others can write to (or a link to one) is never used,
+    and a cache file others could have written is removed before Lark reads it."""
+    import os
+    import stat
+    import tempfile
+
+    from plangate.syntax import parser
+
+    home, temporary = tmp_path / "cache", tmp_path / "tmp"
+    temporary.mkdir()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home))
+    monkeypatch.setattr(tempfile, "gettempdir", lambda: str(temporary))
+    path = parser._cache_path("grammar")
+    assert path is not None and path.startswith(str(home / "plangate") + os.sep)
+    assert stat.S_IMODE(os.stat(home / "plangate").st_mode) & 0o077 == 0  # made 0700
+
+    open(path, "w").write("planted")
+    os.chmod(path, 0o666)  # others could have written it
+    assert parser._cache_path("grammar") == path and not os.path.exists(path)
+
+    os.chmod(home / "plangate", 0o777)  # a folder others may write to: the private one in tmp instead
+    fallback = parser._cache_path("grammar")
+    assert fallback is not None and fallback.startswith(str(temporary / f"plangate-{os.getuid()}") + os.sep)
+
+    os.chmod(temporary / f"plangate-{os.getuid()}", 0o733)
+    assert parser._cache_path("grammar") is None
+
+    linked = tmp_path / "linked"
+    (tmp_path / "elsewhere").mkdir(mode=0o700)
+    linked.mkdir()
+    os.symlink(tmp_path / "elsewhere", linked / "plangate")  # a link to a folder: not used
+    monkeypatch.setenv("XDG_CACHE_HOME", str(linked))
+    assert parser._cache_path("grammar") is None

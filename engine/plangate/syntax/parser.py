@@ -27,6 +27,7 @@ import gc
 import hashlib
 import os
 import re
+import stat
 import tempfile
 import threading
 from dataclasses import dataclass, field
@@ -189,16 +190,61 @@ def grammar_text() -> str:
 
 
 def _cache_path(text: str) -> str | None:
+    """Where Lark may keep the compiled grammar, or None (no cache).
+
+    Lark's cache is a pickle, and unpickling runs code: so it is kept only in a folder that no one
+    but this user can write to (`_private_folder`), and a cache file there that someone else could
+    have written is removed first. The folders tried: `$XDG_CACHE_HOME/plangate` (default
+    `~/.cache/plangate`), then `plangate-UID` in the temporary folder, each made `0700` if missing.
+    Where the system cannot say who owns a file (no `os.getuid`), nothing is cached."""
+    if not hasattr(os, "getuid"):
+        return None
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    for folder in (os.path.join(base, "plangate"), os.path.join(tempfile.gettempdir(), "plangate")):
+    for folder in (os.path.join(base, "plangate"), os.path.join(tempfile.gettempdir(), f"plangate-{os.getuid()}")):
         try:
-            os.makedirs(folder, exist_ok=True)
-            if os.access(folder, os.W_OK):
-                return os.path.join(folder, f"grammar-{digest}.lark-cache")
+            os.makedirs(folder, mode=0o700, exist_ok=True)
         except OSError:
             continue
+        if not _private_folder(folder) or not os.access(folder, os.W_OK):
+            continue
+        path = os.path.join(folder, f"grammar-{digest}.lark-cache")
+        try:
+            if not _private_file(path):
+                os.remove(path)
+        except FileNotFoundError:
+            pass
+        except OSError:
+            continue
+        return path
     return None
+
+
+def _private_folder(folder: str) -> bool:
+    """Whether `folder` is a folder (not a link to one) of this user that no one else may write to."""
+    try:
+        info = os.lstat(folder)
+    except OSError:
+        return False
+    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o022
+
+
+def _private_file(path: str) -> bool:
+    """Whether `path` is a plain file of this user that no one else may write to (FileNotFoundError
+    when there is none)."""
+    info = os.lstat(path)
+    return stat.S_ISREG(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o022
+
+
+def _keep_private(path: str | None) -> None:
+    """Lark writes its cache file with the process's umask: make it this user's alone."""
+    if path is None:
+        return
+    try:
+        if stat.S_IMODE(os.lstat(path).st_mode) & 0o022:
+            os.chmod(path, 0o600)
+    except OSError:
+        pass
 
 
 class _WholeWords:
@@ -245,6 +291,7 @@ def _parser() -> _Parser:
     cache = _cache_path(text)
     try:
         lark = Lark(text, cache=cache or False, **options)
+        _keep_private(cache)
     except (OSError, EOFError, ValueError):  # an unreadable or stale cache file: build afresh
         lark = Lark(text, **options)
     terminal_text = {}
