@@ -556,3 +556,40 @@ def test_a_rule_comparing_two_run_time_values_and_a_constant_of_another_type_is_
     for rule in ('args.x == args.y && args.x != 1 && args.x == "x"', 'args.x < args.y && args.x == "a"'):
         policy = f'policy pr {{ tool t.* {{ risk read_only }} deny "same-x" when {rule} }}'
         assert [d.name for d in diagnostics(plan, policy)] in (["policy-deny-possible"], ["decided-at-run-time"]), rule
+
+
+@pytest.mark.parametrize("condition", [
+    "size(args.b) > 0", "args.b.size() == 3", 'string(args.n) == "1"', 'string(args.d) == "60s"',
+    "size(string(args.n)) == 1", "double(args.n) == 1.0", "size(args.b + args.b) == 6",
+])
+def test_a_known_value_of_a_type_the_solver_does_not_model_is_computed_as_the_runtime_computes_it(condition):
+    """With a run-time value elsewhere in the rule the solver decides it; the known parts (bytes, a
+    uint, a duration) are computed by the runtime's own evaluator, so a rule that fires at run
+    time is never "never" before it (`size(b"abc")` was an error, `string(1u)` "1u", a duration's
+    string its seconds)."""
+    policy = f"""policy q {{
+      tool t.x {{ risk read_only args {{ b: bytes, g: bool, n: uint, d: duration }} }}
+      tool t.src {{ risk read_only }}
+      deny "r" when args.g == true && {condition}
+    }}"""
+    plan = """plan p { step src { call t.src() }
+      step s { call t.x(b: bytes("abc"), g: src.result.go, n: 1u, d: duration("1m")) } }"""
+    found = [(d.name, d.message) for d in diagnostics(plan, policy) if d.name.startswith("policy-deny")]
+    assert found == [("policy-deny-possible", "deny rule `r` may fire for step `s`: it fires when `src.result.go` = true")]
+
+
+def test_the_encoder_computes_known_values_as_the_runtime_does():
+    from plangate.cel.evaluate import compile_expr
+    from plangate.smt.encode import Encoder, Error
+    from plangate.syntax.parser import parse_expression
+
+    activation = {"args": {"n": Uint(1), "b": b"abc", "d": 2.5}}
+    for text in ["args.n + 1", "args.n * args.n", "args.n < 2.5", "string(args.d)", "string(args.b)",
+                 "size(args.b + args.b)", 'string(duration("1m") + duration("30s"))', "double(args.n)",
+                 'duration("1m") + duration("500ms") > duration("60s")', "size(args.n)"]:
+        expr, _ = parse_expression(SourceFile("x", text))
+        encoded, evaluated = Encoder(activation).evaluate(expr), compile_expr(expr)(activation)
+        if isinstance(evaluated, Exception) or type(evaluated).__name__ == "CelError":
+            assert isinstance(encoded, Error), text
+        else:
+            assert encoded == evaluated and type(encoded) is type(evaluated), text

@@ -94,7 +94,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Callable, Mapping
 
-from plangate.cel.evaluate import MAX_SIZE, Duration, Uint, type_name
+from plangate.cel.evaluate import MAX_SIZE, NANOS_PER_SECOND, Duration, Uint, type_name
 from plangate.cel.ast import (Binary, Call, Conditional, Expr, Ident, Index, ListExpr, Literal, MapExpr, Select,
                               Unary, to_source, walk)
 
@@ -339,6 +339,47 @@ def kind_of(value: object) -> str:
 
 
 SYMBOLIC = (Variable, Term, Cond)
+
+
+def concrete_call(function: str, value: object) -> object:
+    """`function(value)` (`size`, `string`, `double`) of a value known before the run, as the
+    runtime computes it (`_by_the_runtime`): `size(b"abc")` is 3, `string(1u)` is "1",
+    `string(duration("1m"))` is "60s"."""
+    return _by_the_runtime(("call", function), lambda: Call(function, None, (Ident("a"),)), value)
+
+
+def concrete_by_the_runtime(op: str, left: object, right: object) -> object:
+    """`left op right` of two values known before the run, as the runtime computes it, for the
+    values whose operators the encoder does not model itself: bytes (ordered, concatenated), a
+    `uint` (its own range, never mixed with an int), timestamps."""
+    return _by_the_runtime(("binary", op), lambda: Binary(op, Ident("a"), Ident("b")), left, right)
+
+
+def _by_the_runtime(key: tuple[str, str], build: Callable[[], Expr], *values: object) -> object:
+    """The runtime's evaluator on values known before the run, so the checker and the run agree
+    on every type. Durations go to it as durations, and a duration it returns comes back as
+    seconds; its failure is an `Error` (one its bounds stopped is outside the subset)."""
+    from plangate.cel.evaluate import CelError, compile_expr
+
+    compiled = _BY_THE_RUNTIME.get(key)
+    if compiled is None:
+        compiled = _BY_THE_RUNTIME[key] = compile_expr(build())
+    activation = {name: Duration.from_seconds(int(value) if isinstance(value, WholeSeconds) else Fraction(value))
+                  if isinstance(value, (WholeSeconds, FractionalSeconds)) else value
+                  for name, value in zip("ab", values)}
+    result = compiled(activation)
+    if isinstance(result, CelError):
+        if result.bounded:
+            raise Unsupported(result.message)
+        return Error(result.message)
+    if isinstance(result, Duration):
+        seconds = Fraction(result.nanos, NANOS_PER_SECOND)
+        return WholeSeconds(int(seconds)) if seconds.denominator == 1 else FractionalSeconds(seconds)
+    return result
+
+
+_BY_THE_RUNTIME: dict[tuple[str, str], Callable[[Mapping[str, object]], object]] = {}
+_OWN_KINDS = frozenset({int, float, str, bool, list, tuple, dict, WholeSeconds, FractionalSeconds})
 NUMBER_KINDS = ("int", "double")
 FIXED = {sort: SortClass(sort, declared=True) for sort in ("Int", "Real", "String", "Bool", "List", "Map")}
 NUMERIC = ("Int", "Real")  # the sorts of constants
@@ -1215,9 +1256,7 @@ class Encoder:
         if isinstance(value, Error):
             return value
         if not isinstance(value, SYMBOLIC):
-            if type(value) in (int, float):
-                return float(value)
-            raise Unsupported(f"`double()` of a {kind_of(value)} is outside the subset the checker reasons about")
+            return concrete_call("double", value)
         term = self.term(value)
         root = term.sort.find()
         if root.sort == "Int":
@@ -1311,20 +1350,14 @@ class Encoder:
             term = self.term(value)
             self.unify(term.sort, self._fixed["String"], value)
             return Term(f"(str.len {term.text})", self._fixed["Int"], term.defined)
-        return Error(f"no `size` for a {kind_of(value)}")
+        return concrete_call("size", value)
 
     def to_string(self, value: object) -> object:
         """`string(x)` of a string (itself) or an int (its decimal digits, `-` first when negative)."""
         if isinstance(value, Error):
             return value
         if not isinstance(value, SYMBOLIC):
-            if isinstance(value, str):
-                return value
-            if isinstance(value, int) and not isinstance(value, bool):
-                return str(value)
-            if isinstance(value, bool):
-                return "true" if value else "false"
-            raise Unsupported(f"`string()` of a {kind_of(value)}")
+            return concrete_call("string", value)
         term = self.term(value)
         sort = term.sort.find().sort
         if sort == "String":
@@ -1517,6 +1550,8 @@ def concrete_equal(left: object, right: object) -> object:
 
 
 def concrete_order(op: str, left: object, right: object) -> object:
+    if type(left) not in _OWN_KINDS or type(right) not in _OWN_KINDS:
+        return concrete_by_the_runtime(op, left, right)
     kind, other = kind_of(left), kind_of(right)
     if not ((kind in NUMBER_KINDS and other in NUMBER_KINDS) or (kind == other and kind in ("string", "bool", "duration"))):
         return Error(f"no `{op}` between a {kind} and a {other}")
@@ -1525,6 +1560,8 @@ def concrete_order(op: str, left: object, right: object) -> object:
 
 
 def concrete_arithmetic(op: str, left: object, right: object) -> object:
+    if type(left) not in _OWN_KINDS or type(right) not in _OWN_KINDS:
+        return concrete_by_the_runtime(op, left, right)
     kind = kind_of(left)
     if kind != kind_of(right):
         return Error(f"no `{op}` between a {kind} and a {kind_of(right)}")
