@@ -178,3 +178,19 @@ def test_a_name_repeated_in_after_is_one_mistake_and_references_are_each_reporte
         ("dependency-cycle", "step `u` depends on itself: it is after itself"),
         ("unknown-step", "step `v` names `zz` in a reference, but the plan has no such step"),
         ("unknown-step", "step `v` names `zz` in a reference, but the plan has no such step")])
+
+
+def test_a_constant_idempotency_key_that_names_no_call_is_an_invalid_value():
+    """The runtime refuses `null`, `""` and a key with no canonical text (the step fails on every
+    run): a key that reads nothing is decided before the run, so the plan does not pass `require
+    idempotency` with a key that never works."""
+    for key, reason in [("null", "the key is null"), ('""', "the key is an empty string"),
+                        ('{"a": null}.a', "the key is null"), ("1.0 / 0.0", "the key has no canonical text"),
+                        ("[0.0 / 0.0]", "the key has no canonical text")]:
+        found = [(d.name, d.message) for d in diagnostics(
+            f"plan p {{ step s {{ call t.w(x: 1) risk reversible_write idempotency {key} }} }}")]
+        assert len(found) == 1 and found[0][0] == "invalid-value", (key, found)
+        assert found[0][1].startswith(f"`{key}` is no idempotency key for step `s`: {reason}"), found
+    for key in ('"k"', "5", "[1, 2]", "g.result.id", "result.id"):
+        plan = f"plan p {{ step g {{ call t.r() }} step s {{ call t.w(x: 1) risk reversible_write idempotency {key} }} }}"
+        assert [d.name for d in diagnostics(plan)] == [], key

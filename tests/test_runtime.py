@@ -2402,17 +2402,23 @@ def test_an_idempotency_key_that_reads_the_steps_own_result_falls_back_to_the_de
 
 
 @pytest.mark.parametrize("expression, key", [
-    ('"k-1"', "k-1"), ("42", "42"), ("true", "true"), ('{"b": [1, 2.5], "a": null}', '{"a":null,"b":[1,2.5]}'),
-    ('""', None), ("null", None)])
-def test_an_idempotency_key_is_a_string_as_it_is_other_values_as_canonical_json_and_never_empty(box, expression, key):
+    ('"k-1"', "k-1"), ("42", "42"), ("true", "true"), ('{"b": [1, 2.5], "a": null}', '{"a":null,"b":[1,2.5]}')])
+def test_an_idempotency_key_is_a_string_as_it_is_other_values_as_canonical_json(box, expression, key):
     toolbox, runtime = box
     run = start_plan(runtime, f'  step w {{ call t.write(name: "n") idempotency {expression} }}')
+    assert runtime.advance(run).state == "succeeded" and toolbox.calls[0][2] == key
+
+
+@pytest.mark.parametrize("value", ["", None])
+def test_an_idempotency_key_that_is_empty_or_null_at_run_time_fails_the_step_before_its_call(box, value):
+    """(A constant one is refused before the run: `invalid-value`.)"""
+    toolbox, runtime = box
+    toolbox.values["k"] = value
+    run = start_plan(runtime, '  step r { call t.read(key: "k") }\n'
+                              '  step w after r { call t.write(name: "n") idempotency r.result.value }')
     report = runtime.advance(run)
-    if key is not None:
-        assert report.state == "succeeded" and toolbox.calls[0][2] == key
-    else:
-        assert report.steps["w"]["state"] == "failed" and toolbox.calls == []
-        assert "which names no call" in report.steps["w"]["reason"]
+    assert report.steps["w"]["state"] == "failed" and [call[0] for call in toolbox.calls] == ["t.read"]
+    assert "which names no call" in report.steps["w"]["reason"]
 
 
 def test_a_finished_run_has_nothing_to_abort_but_may_be_rolled_back(box):

@@ -27,6 +27,7 @@ from plangate.checks.context import PlanContext
 from plangate.diagnostics import Diagnostic, diagnostic
 from plangate.graph import step_expressions
 from plangate.ir.nodes import Step
+from plangate.runtime.canonical import idempotency_key
 
 _NEEDS_BOOL = ("when", "expect")
 _OWN_RESULT = ("expect", "idempotency", "rollback")
@@ -55,7 +56,7 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
                 continue
             failures = constant_errors(expr)
             if not failures and not reads_a_name(expr):
-                failures = _whole_constant_error(expr, clause in _ARGUMENTS)  # a macro that fails as a whole…
+                failures = _whole_constant_error(expr, clause, step)  # a macro that fails as a whole…
             yield from failures
             if clause in _ARGUMENTS:
                 yield from _non_string_keys(step, clause, expr)
@@ -109,17 +110,27 @@ def constant_errors(expr: cel.Expr) -> list[Diagnostic]:
     return found
 
 
-def _whole_constant_error(expr: cel.Expr, argument: bool) -> list[Diagnostic]:
+def _whole_constant_error(expr: cel.Expr, clause: str, step: Step) -> list[Diagnostic]:
     """A `cel-type-error` when `expr`, which reads no name, fails as a whole (its parts may each be
-    fine: a macro's body, or the evaluator's bounds on the work it does); for an `argument`, an
-    `arg-type` when its value holds a NaN or an infinity, which JSON, and so a tool, cannot be given."""
+    fine: a macro's body, or the evaluator's bounds on the work it does); for an argument, an
+    `arg-type` when its value holds a NaN or an infinity, which JSON, and so a tool, cannot be
+    given; for an `idempotency` key, an `invalid-value` when its value names no key
+    (`runtime.canonical.idempotency_key`: `null`, `""`, a NaN), which fails the step on every run."""
     value = constant_value(expr)
     if isinstance(value, CelError):
         return [diagnostic("cel-type-error", expr.span, f"`{_short(cel.to_source(expr))}` always fails: {value.message}",
                            help="this expression reads no value of the run, so it fails on every run")]
-    if argument and any(isinstance(item, float) and not math.isfinite(item) for item in leaves(value)):
+    if clause in _ARGUMENTS and any(isinstance(item, float) and not math.isfinite(item) for item in leaves(value)):
         return [diagnostic("arg-type", expr.span, f"`{_short(cel.to_source(expr))}` is or holds a NaN or an infinity, and "
                            "a tool is given JSON, which has neither", help="pass a finite number")]
+    if clause == "idempotency":
+        try:
+            idempotency_key(value)
+        except ValueError as error:
+            return [diagnostic("invalid-value", expr.span,
+                               f"`{_short(cel.to_source(expr))}` is no idempotency key for step `{step.id}`: {error}",
+                               notes=["the runtime refuses such a key: the step fails on every run"],
+                               help=f'name the one effect of the step: `idempotency "{step.id}-" + …`')]
     return []
 
 

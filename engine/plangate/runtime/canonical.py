@@ -136,6 +136,19 @@ def key_text(value: Any) -> str:
     return value if isinstance(value, str) else canonical_json(value)
 
 
+def idempotency_key(value: Any) -> str:
+    """The key a value of a plan's `idempotency` names (`key_text`); `ValueError`, saying why, for a
+    value that names none: `null`, an empty string, or one with no canonical text (a NaN, an
+    infinity). The runtime keys a call so, and `check` refuses a constant key that names none."""
+    named = plain(value)
+    if named is None or named == "":
+        raise ValueError(f"the key is {'null' if named is None else 'an empty string'}, which names no call")
+    try:
+        return key_text(named)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"the key has no canonical text: {error}") from None
+
+
 _TOO_LARGE = f"its canonical JSON text is over {MAX_KEPT_BYTES // (1024 * 1024)} MiB, the most a run keeps"
 
 

@@ -103,7 +103,7 @@ from plangate.policy.compiled import CatalogueEntry, CompiledPolicy, format_seco
 from plangate.policy.decide import evaluator_for
 from plangate.checks.catalogue import not_in_catalogue, refusal_before_rules, typed_arguments
 from plangate.policy.facts import StepFacts, effective_risk, rule_activation
-from plangate.runtime.canonical import call_value, canonical_json, content_hash, kept_json, key_text, plain, undecodable
+from plangate.runtime.canonical import call_value, canonical_json, content_hash, idempotency_key, kept_json, plain, undecodable
 from plangate.runtime.canonical_plan import canonical, plan_hash
 from plangate.runtime.errors import RunError
 from plangate.runtime.journal import Journal, Record, StaleHead
@@ -766,13 +766,10 @@ class Runtime:
             value = compile_expr(step.idempotency)(scope)
             if isinstance(value, CelError):
                 return value
-            named = plain(value)
-            if named is None or named == "":
-                return CelError(f"the key is {'null' if named is None else 'an empty string'}, which names no call")
             try:
-                return key_text(named)
-            except (TypeError, ValueError) as error:
-                return CelError(f"the key has no canonical text: {error}")
+                return idempotency_key(value)
+            except ValueError as error:
+                return CelError(str(error))
         call = canonical_json({"tool": step.call.tool, "args": args})  # type: ignore[union-attr]
         digest = hashlib.sha256(f"{view.run}\0{step.id}\0{call}".encode()).hexdigest()[:24]
         return f"{view.run}:{step.id}:{digest}"
