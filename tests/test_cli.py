@@ -402,6 +402,16 @@ def test_a_policy_that_cannot_be_read_is_named_in_the_no_policy_note(files: Path
     assert code == 2 and "no-policy" in names  # in every format, unlike the note that none was given
     code, out, _ = run(capsys, "check", "clean.plan", "--format", "json")
     assert code == 0 and json.loads(out)["diagnostics"] == []
+    # one of several: the others' checks ran, and the note says which did not
+    (files / "broken.policy").write_text("policy broken { deny }\n")
+    for missing in ("missing.policy", "broken.policy"):
+        code, out, _ = run(capsys, "check", "clean.plan", "--policy", "tools.policy", "--policy", missing,
+                           "--format", "json")
+        [note] = [d for d in json.loads(out)["diagnostics"] if d["name"] == "no-policy"]
+        assert note["message"] == (f"the policy `{missing}` could not be read: its tools, risks, approvals, rules and "
+                                   "limits were not checked; the plans were checked against `tools.policy` alone")
+    code, out, _ = run(capsys, "check", "clean.plan", "--policy", "tools.policy", "--policy", "tools.policy")
+    assert "no-policy" not in out
 
 
 def test_the_summary_counts_every_plan_given_even_one_that_cannot_be_read(files: Path, capsys: pytest.CaptureFixture[str]) -> None:

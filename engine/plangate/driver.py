@@ -347,9 +347,12 @@ def _check_sources(plan_sources: Sequence[SourceFile], policy_sources: Sequence[
                 diagnostics.append(diagnostic("wrong-document-kind", Span(source.name, 0, 0),
                                               f"`{source.name}` holds no plan",
                                               help="a plan file starts with `plan name {`"))
+    unused: list[str] = []  # the policies given that could not be read: their checks did not run
     for source in policy_set(policy_sources):  # a set: their order and repeats change nothing, the hash included
         sources.add(source)
         document = _parse(source, diagnostics)
+        if document is None or not document.policies:
+            unused.append(source.name)
         if document is None:
             continue
         policy_documents.extend(document.policies)
@@ -393,12 +396,22 @@ def _check_sources(plan_sources: Sequence[SourceFile], policy_sources: Sequence[
             _run_checks(PLAN_CHECKS, context, diagnostics, has_policy=compiled is not None,
                         is_dag=graph.is_dag() and not graph.self_edges, timings=timings)
             timings["checks"] += time.perf_counter() - clock
-    given = [source.name for source in policy_sources] or options.get("policy_names", [])
+    given = options.get("policy_names") or [source.name for source in policy_sources]
+    read = {source.name for source in policy_sources}
+    unused += [name for name in given if name not in read and name not in unused]  # unreadable files
     if plans and compiled is None and given:
         names = ", ".join(f"`{name}`" for name in given)
         diagnostics.append(diagnostic(
             "no-policy", plans[0].id_span,
             f"the policy {names} could not be read: tools, risks, approvals, rules and limits were not checked",
+            help="fix the errors reported in the policy, then check again"))
+    elif plans and unused:
+        names = ", ".join(f"`{name}`" for name in unused)
+        others = ", ".join(f"`{name}`" for name in given if name not in unused)
+        diagnostics.append(diagnostic(
+            "no-policy", plans[0].id_span,
+            f"the policy {names} could not be read: its tools, risks, approvals, rules and limits were not checked; "
+            f"the plans were checked against {others} alone",
             help="fix the errors reported in the policy, then check again"))
     elif plans and compiled is None and options.get("announce_no_policy"):
         diagnostics.append(diagnostic(
