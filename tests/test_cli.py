@@ -427,6 +427,18 @@ def test_the_solver_time_bound_is_a_flag(files: Path, capsys: pytest.CaptureFixt
         assert exited.value.code == 2
 
 
+def test_the_budget_unknown_example_of_the_docs_is_unknown_with_a_tiny_solver_time(files: Path, capsys) -> None:
+    section = (ROOT / "docs" / "diagnostics.md").read_text().split("## PG402 budget-unknown")[1]
+    plan = section.split("```text\n")[1].split("```")[0]
+    (files / "example.plan").write_text(plan)
+    code, out, _ = run(capsys, "check", "example.plan", "--solver-time", "0.0001", "--format", "json")
+    [found] = json.loads(out)["diagnostics"]
+    assert code == 2 and found["name"] == "budget-unknown" and found["span"]["start"] == {"line": 3, "column": 13}
+    assert found["message"].startswith("cannot tell whether the worst-case cost stays within the plan's budget of `40 usd`")
+    code, out, _ = run(capsys, "check", "example.plan", "--format", "json")
+    assert code == 0 and json.loads(out)["diagnostics"] == []
+
+
 def test_versions_of_one_plan_are_checked_together_without_a_duplicate_warning(tmp_path) -> None:
     """Reviewing a new version beside the old one is normal input (`--strict` must not fail on it);
     the same id and version twice is `duplicate-plan`."""
