@@ -593,3 +593,43 @@ def test_the_encoder_computes_known_values_as_the_runtime_does():
             assert isinstance(encoded, Error), text
         else:
             assert encoded == evaluated and type(encoded) is type(evaluated), text
+
+
+PINNED_POLICY = """policy p {
+  tool src.get { risk read_only }
+  tool page.send { risk read_only }
+  tool t.n { risk read_only }
+  require approval when call.tool == "page.send" && args.level > 3 by role "op"
+  deny "gt5" when call.tool == "t.n" && args.x > 5
+  deny "fast" when call.tool == "t.n" && args.x == "fast"
+}"""
+
+
+@pytest.mark.parametrize("step, expected", [
+    # the `when` makes the value a string, a bool: the rule's comparison with a number is an error
+    ('when a.result.level == "high" call page.send(level: a.result.level)', []),
+    ("when a.result.t call t.n(x: a.result.t)", []),
+    ("when !a.result.t call t.n(x: a.result.t)", []),
+    ('when a.result.g == "abc" && a.result.n > 0 call t.n(x: a.result.g)', []),
+    # the `when` fixes the value the rule reads: decided on it
+    ('when a.result.mode == "fast" call t.n(x: a.result.mode)', [("policy-deny", "deny rule `fast` fires for step `s`")]),
+    ("when a.result.level == 7 call page.send(level: a.result.level)",
+     [("approval-missing", 'step `s` needs approval `by role "op"`, and asks for none')]),
+    # a disjunction fixes nothing: the number may come
+    ('when a.result.level == "x" || a.result.n > 2 call page.send(level: a.result.level)',
+     [("approval-missing", 'step `s` needs approval `by role "op"`, and asks for none')]),
+])
+def test_a_value_the_when_fixes_is_decided_with_its_type(step, expected):
+    """On every run where the step runs, a value its `when` tests for equality with a string, a
+    bool or null (or tests alone, or negated) is exactly that value: a rule comparing it with a
+    number cannot fire (it was a false `approval-missing`, a `policy-deny-possible` whose example
+    the `when` refused)."""
+    found = diagnostics(f"plan q {{ step a {{ call src.get() }} step s {{ {step} }} }}", PINNED_POLICY)
+    assert [(d.name, d.message) for d in found] == expected
+
+
+def test_a_witness_names_the_values_the_when_fixes():
+    found = diagnostics('plan q { step a { call src.get() } step s { when a.result.mode == "fast" && a.result.x > 0 '
+                        "call t.n(x: a.result.x) } }", PINNED_POLICY)
+    assert [d.message for d in found] == [
+        "deny rule `gt5` may fire for step `s`: it fires when `a.result.mode` = \"fast\", `a.result.x` = 6"]

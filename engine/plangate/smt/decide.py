@@ -67,7 +67,7 @@ def decide(condition: Expr, activation: Mapping[str, object], time_bound: float 
     """`original`: the activation a witness is replayed in (default `activation`; the caller's
     when it gave the solver durations as seconds). `given`: conditions that hold on every run that
     matters (a step's `when`: its call is made only when it fires), a premise as `assume` is."""
-    encoder = Encoder(activation, opaque=True, kinds=collection_kinds(activation))
+    encoder = Encoder(activation, opaque=True, kinds=collection_kinds(activation), pinned=pinned_by(given, activation))
     try:
         premise = conj(*(encoder.evaluates(expr) for expr in assume), *(encoder.fires(expr) for expr in given))
         fires = encoder.fires(condition)
@@ -85,6 +85,57 @@ def decide(condition: Expr, activation: Mapping[str, object], time_bound: float 
     if encoder.atoms:
         return _narrowed(encoder, _decide_opaque(encoder, background, fires, values, time_bound, replay))
     return _narrowed(encoder, _decide_plain(encoder, background, fires, values, time_bound, replay))
+
+
+def pinned_by(given: Sequence[Expr], activation: Mapping[str, object]) -> dict[str, object]:
+    """The run-time values that premises fix exactly, by path: a conjunct `x.f == "s"` (a string, a
+    bool or `null`: no value of another type equals one), `x.f` alone (a condition holds only when
+    it is exactly `true`) or `!x.f` (exactly `false`). On every run that counts the value is that
+    one, so the condition is decided with it, of its type — which a premise that merely holds for
+    it could not say: `when a.result.level == "high"` makes `args.level > 3` an error, not a
+    number's comparison. The first of two conjuncts on one path wins; the other is then false."""
+    from plangate.cel.ast import Binary, Literal, Unary
+
+    pinned: dict[str, object] = {}
+    pending = list(given)
+    while pending:
+        expr = pending.pop()
+        if isinstance(expr, Binary) and expr.op == "&&":
+            pending += [expr.right, expr.left]
+            continue
+        target, value = expr, True
+        if isinstance(expr, Unary) and expr.op == "!":
+            target, value = expr.operand, False
+        elif isinstance(expr, Binary) and expr.op == "==":
+            for side, other in ((expr.left, expr.right), (expr.right, expr.left)):
+                if isinstance(other, Literal) and other.kind in ("string", "bool", "null"):
+                    target, value = side, other.value
+        path = _unknown_path(target, activation)
+        if path is not None:
+            pinned.setdefault(path, value)
+    return pinned
+
+
+def _unknown_path(expr: Expr, activation: Mapping[str, object]) -> str | None:
+    """The path of the run-time value a chain `x.a.b` reads (the `Unknown` it reaches, and the
+    fields below it), or None when it reads no such value."""
+    from plangate.cel.ast import Ident, Select
+
+    fields: list[str] = []
+    while isinstance(expr, Select):
+        fields.append(expr.field)
+        expr = expr.operand
+    if not isinstance(expr, Ident) or expr.name not in activation:
+        return None
+    fields.reverse()
+    value = activation[expr.name]
+    for index, name in enumerate(fields):
+        if isinstance(value, Unknown):
+            return ".".join([value.path, *fields[index:]])
+        if not isinstance(value, Mapping) or name not in value:
+            return None
+        value = value[name]
+    return value.path if isinstance(value, Unknown) else None
 
 
 def _narrowed(encoder: Encoder, verdict: Verdict) -> Verdict:

@@ -394,8 +394,12 @@ class Encoder:
     _fixed = FIXED
 
     def __init__(self, activation: Mapping[str, object], opaque: bool = False,
-                 kinds: Mapping[str, str] | None = None, opaque_tests: bool = False) -> None:
+                 kinds: Mapping[str, str] | None = None, opaque_tests: bool = False,
+                 pinned: Mapping[str, object] | None = None) -> None:
         self.activation = activation
+        # path → the value a premise fixes it to on every run that counts (`decide`: `when
+        # a.result.level == "high"`): read as that constant, of its type, wherever it is reached
+        self.pinned = pinned or {}
         # Tests outside the subset (`exists`, `all`, a comparison of `int(x)`…) as opaque conditions
         # keyed by their text, which may also fail (`test_atom`): for callers that only ask which
         # conditions can hold together (the budget check), never whether one must hold.
@@ -534,7 +538,7 @@ class Encoder:
         were asked about; None for a field only known to be there; a declared list or map written
         out whole (`collection`). None when one is too large to write out (only declared lists and
         maps have sizes, so without them this is always a dict)."""
-        witness: dict[str, object] = {}
+        witness: dict[str, object] = dict(self.pinned)
         # Values of one sort class meet in arithmetic, which takes one kind: if one of them needs a
         # double, they all read as doubles (`3.5 * 2` is an error in CEL; `3.5 * 2.0` is not).
         fractional = {id(variable.sort.find()) for variable in self.variables.values()
@@ -631,6 +635,8 @@ class Encoder:
 
     def reach(self, value: object) -> object:
         if isinstance(value, Unknown):
+            if value.path in self.pinned:
+                return self.pinned[value.path]
             variable = self.variable(value.path, UNKNOWN_SORTS[value.type], None)
             variable.unsigned = variable.unsigned or value.type == "uint"
             if value.type == "number":  # an int or a double, read as a double: of either kind, never of another type
@@ -751,6 +757,9 @@ class Encoder:
 
     def field(self, target: object, key: str) -> object:
         if isinstance(target, Variable):
+            if f"{target.path}.{key}" in self.pinned:
+                self.bind_map(target)
+                return self.pinned[f"{target.path}.{key}"]
             return self.child(target, key)
         if isinstance(target, Error):
             return target
@@ -770,7 +779,7 @@ class Encoder:
             if isinstance(key, str):
                 if not _plain_key(key):  # `x["a.b"]` must not be the path of `x.a.b`
                     raise Unsupported(f"a key with `.`, `[` or `]` (`{key[:40]}`) in a value known only at run time")
-                return self.child(target, key)
+                return self.field(target, key)
             if isinstance(key, int) and not isinstance(key, bool):
                 self.bind_map(target)
                 return self.variable(f"{target.path}[{key}]", None, target)
