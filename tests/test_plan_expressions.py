@@ -194,3 +194,13 @@ def test_a_constant_idempotency_key_that_names_no_call_is_an_invalid_value():
     for key in ('"k"', "5", "[1, 2]", "g.result.id", "result.id"):
         plan = f"plan p {{ step g {{ call t.r() }} step s {{ call t.w(x: 1) risk reversible_write idempotency {key} }} }}"
         assert [d.name for d in diagnostics(plan)] == [], key
+
+
+def test_the_span_of_an_expression_that_begins_or_ends_with_a_parenthesis_covers_it():
+    plan = """plan p {
+  step s { call t.read(x: 1) expect (-9223372036854775807 - 1) / -1 > 0 }
+  step t { call t.read(x: 1) expect -(-9223372036854775807 - 1) > 0 }
+}"""
+    found = diagnostics(plan)
+    texts = [plan[d.span.start:d.span.end] for d in found]
+    assert texts == ["(-9223372036854775807 - 1) / -1", "-(-9223372036854775807 - 1)"]

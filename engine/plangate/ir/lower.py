@@ -16,6 +16,7 @@ on well-formed input; `Lowering.diagnostics` collects what it finds for the curr
 
 from __future__ import annotations
 
+import dataclasses
 from decimal import Decimal, InvalidOperation
 from functools import partialmethod
 from typing import Any
@@ -689,7 +690,14 @@ class Lowering(Transformer):
         return self._checked(cel.Call(name.value, None, args, self._span(name, close)))
 
     def parens(self, children: list) -> cel.Expr:
-        return children[1]
+        """The expression inside, its span widened to the parentheses: the span of an expression that
+        begins or ends with one (`(a - 1) / b`) then starts and ends at it."""
+        open_, inner, close = children
+        widened = dataclasses.replace(inner, span=self._span(open_, close))
+        depth = self._depth.get(id(inner))
+        if depth is not None:
+            self._depth[id(widened)] = depth
+        return widened
 
     def list_literal(self, children: list) -> cel.ListExpr:
         open_, *items, close = children
