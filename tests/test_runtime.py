@@ -459,6 +459,21 @@ def test_the_call_budget_stops_the_run_before_the_call_that_would_break_it(box):
     assert len(kinds(runtime, run, "intent")) == 4
 
 
+def test_the_cost_budget_stops_the_run_and_names_its_currency(box):
+    toolbox, runtime = box
+    body = """
+  budget { cost <= 5 usd }
+  step a { call t.read(key: "%s") cost 3 usd }
+  step b after a { call t.send(to: "ops") idempotency "b" approval by role "operator" }
+"""
+    run = start_plan(runtime, body % "a")
+    assert runtime.advance(run).steps["b"]["state"] == "waiting_for_approval"
+    runtime.new_version(run, plan_text(body % "a2", version=2), "t.plan")  # `a` changed: its call runs again
+    report = runtime.advance(run)
+    assert report.steps["a"]["state"] == "blocked"
+    assert report.steps["a"]["reason"] == "one more call would bring the cost to 6 usd, over the plan's budget of 5 usd"
+
+
 def test_the_time_budget_is_enforced_on_elapsed_time(tmp_path, monkeypatch):
     monkeypatch.delenv("PLANGATE_FAULT", raising=False)
     now = [1_000_000.0]
@@ -847,6 +862,7 @@ def test_a_step_after_a_rerun_step_through_a_kept_one_waits_and_the_check_verifi
     assert report.steps["ca"]["attempts"] == 1  # verified afresh: a new step, with fresh attempts
     recheck = kinds(runtime, run, "recheck", "ca")
     assert [record.body["kept"] for record in recheck] == [False]
+    assert recheck[0].body["reason"] == "`a`, which it verifies, ran again since it ran"  # its own call is the same
 
 
 def test_a_check_of_a_step_whose_new_call_failed_is_cancelled_not_kept(box):

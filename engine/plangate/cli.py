@@ -624,8 +624,9 @@ def _summary(record) -> str:
     if record.kind == "reconciled":
         return f"{undo}{'happened' if body['happened'] else 'did not happen'} (by {body['by']})"
     if record.kind == "recheck":
-        return ("kept: its call under the new plan version is the one it made" if body["kept"]
-                else "runs again: its call under the new plan version differs from the one it made")
+        if body["kept"]:
+            return "kept: its call under the new plan version is the one it made"
+        return "runs again: " + (body.get("reason") or "its call under the new plan version differs from the one it made")
     if record.kind == "run_state":
         return f"run {body['state']}" + (f": {body.get('reason')}" if body.get("reason") else "")
     return canonical_json(body)[:120]

@@ -92,7 +92,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from concurrent.futures import TimeoutError as FuturesTimeout
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 from plangate.budget import DEFAULT_WORKERS
 from plangate.cel import ast as cel
@@ -715,8 +715,8 @@ class Runtime:
         assert step.call is not None
         made = view.last_intent.get(step.id, {})
         verified_at = view.completed_at.get(step.id, 0)  # a predecessor run again has no result yet, or a newer one
-        outdated = step.kind == "check" and any(view.completed_at.get(name, verified_at + 1) > verified_at
-                                                for name in predecessors)
+        rerun = [name for name in predecessors if view.completed_at.get(name, verified_at + 1) > verified_at]
+        outdated = step.kind == "check" and bool(rerun)
         scope = {name: {"result": view.results.get(name)} for name in predecessors}
         called = all(view.states.get(name) == "succeeded" or (kind == "after" and view.states.get(name) == "skipped")
                      for name, kind in predecessors.items()) \
@@ -725,7 +725,10 @@ class Runtime:
         args_hash = content_hash(arguments.plain) if isinstance(arguments, Arguments) else None
         kept = not outdated and (
             args_hash is None or (made.get("tool") == step.call.tool and made.get("args_hash") == args_hash))
-        _fold(view, self.journal.append(view.run, "recheck", {"kept": kept, "args_hash": args_hash}, step=step.id))
+        record: dict[str, Any] = {"kept": kept, "args_hash": args_hash}
+        if outdated:
+            record["reason"] = ", ".join(f"`{name}`" for name in rerun) + ", which it verifies, ran again since it ran"
+        _fold(view, self.journal.append(view.run, "recheck", record, step=step.id))
         return "changed"
 
     def _policy_verdict(self, view: RunView, step: Step, arguments: Arguments,
@@ -780,11 +783,13 @@ class Runtime:
         cost = _declared_cost(view.policy, step)
         bound = _time_bound(view.policy, step)
         elapsed = self.clock() - view.started_at
-        for who, calls, money, seconds in _run_budgets(view):
+        for budget in _run_budgets(view):
+            who, calls, money, seconds = budget.who, budget.calls, budget.cost, budget.seconds
             if calls is not None and view.calls + 1 > calls:
                 return f"one more call would make {view.calls + 1}, over {who} of {calls} calls"
             if money is not None and view.cost + cost > money + 1e-9:
-                return f"one more call would bring the cost to {view.cost + cost:g}, over {who} of {money:g}"
+                return (f"one more call would bring the cost to {budget.money(view.cost + cost)}, "
+                        f"over {who} of {budget.money(money)}")
             if seconds is not None and elapsed + bound > seconds:
                 if not bound:
                     return f"the run has taken {_seconds(elapsed)}, over {who} of {seconds}s"
@@ -796,7 +801,7 @@ class Runtime:
         """The seconds the run's tightest time budget (the plan's `budget { time }` or the policy's
         `limit time`) leaves, on the elapsed time `_budget_problem` counts, and that budget as its
         messages name it; None without one."""
-        budgets = [(seconds, who) for who, _calls, _money, seconds in _run_budgets(view) if seconds is not None]
+        budgets = [(bound.seconds, bound.who) for bound in _run_budgets(view) if bound.seconds is not None]
         if not budgets:
             return None
         seconds, who = min(budgets)
@@ -1346,18 +1351,32 @@ def _open_decisions(plan: Plan, run: str) -> str | None:
             "--tools …`")
 
 
-def _run_budgets(view: RunView) -> list[tuple[str, int | None, float | None, int | None]]:
-    """The bounds a run's actual figures are held to, as messages name them, each with its calls,
-    cost and seconds (None where it sets none): the plan's `budget`, then the policy's limits."""
+class RunBudget(NamedTuple):
+    """A bound a run's actual figures are held to: `who` as messages name it, and its calls, cost
+    (in `currency`) and seconds, each None where it sets none."""
+
+    who: str
+    calls: int | None
+    cost: float | None
+    currency: str | None
+    seconds: int | None
+
+    def money(self, amount: float) -> str:
+        return f"{amount:g} {self.currency}" if self.currency else f"{amount:g}"
+
+
+def _run_budgets(view: RunView) -> list[RunBudget]:
+    """The plan's `budget`, then the policy's limits."""
     budget, policy = view.plan.budget, view.policy
     bounds = []
     if budget is not None:
-        bounds.append(("the plan's budget", budget.calls, float(budget.cost.amount) if budget.cost else None,
-                       budget.time.seconds if budget.time else None))
+        bounds.append(RunBudget("the plan's budget", budget.calls, float(budget.cost.amount) if budget.cost else None,
+                                budget.cost.currency if budget.cost else None,
+                                budget.time.seconds if budget.time else None))
     calls_limit, cost_limit, time_limit = policy.limit("calls"), policy.limit("cost"), policy.limit("time")
-    bounds.append(("the policy's limit", calls_limit.count if calls_limit else None,
-                   float(cost_limit.amount) if cost_limit and cost_limit.amount is not None else None,
-                   time_limit.seconds if time_limit else None))
+    bounds.append(RunBudget("the policy's limit", calls_limit.count if calls_limit else None,
+                            float(cost_limit.amount) if cost_limit and cost_limit.amount is not None else None,
+                            cost_limit.currency if cost_limit else None, time_limit.seconds if time_limit else None))
     return bounds
 
 
