@@ -729,6 +729,10 @@ def test_a_new_version_that_drops_a_completed_step_keeps_it_and_an_abort_rolls_i
                                  "reason": "it succeeded; the step is no longer in the plan"}
     assert runtime.report(run, runtime.view(run), record=False).steps["w"]["state"] == "succeeded"  # status
     assert runtime.view(run).results["w"] == {"name": "w", "value": None}
+    from plangate.runtime.host import RunError
+
+    with pytest.raises(RunError, match="step `w` of run `.*` is no longer in the plan \\(version 2\\)"):
+        runtime.approve(run, "w", "olga", "operator")  # status lists it: not "has no step"
     report = runtime.abort(run, rollback=True)
     assert report.state == "aborted"
     assert report.steps["w"] == {"state": "compensated", "attempts": 1, "reason": "rolled back by `t.write`"}

@@ -965,6 +965,9 @@ class Runtime:
         if view.run_state == "aborting":
             raise RunError(f"run `{run}` is being aborted: there is nothing left to approve")
         step = _step(view.plan, step_id)
+        if step is None and step_id in view.states:  # a step an earlier version had, kept as it ended
+            raise RunError(f"step `{step_id}` of run `{run}` is no longer in the plan (version {view.plan.version}): "
+                           f"there is nothing of it to approve")
         if step is None or step.call is None:
             raise RunError(f"run `{run}` has no step `{step_id}`")
         state = view.states.get(step_id)
