@@ -676,3 +676,15 @@ def test_status_and_log_read_a_journal_in_a_directory_they_cannot_write(tmp_path
         assert sorted(os.listdir(archive)) == ["j.db", "j.db.locks"]
     finally:
         os.chmod(archive, 0o755)
+
+
+def test_flags_are_not_abbreviated_and_an_unknown_flag_shows_its_commands_usage(files: Path, capsys) -> None:
+    code, out, err = run(capsys, "check", "clean.plan", "--out", "r.json")
+    assert code == 2 and "unrecognized arguments: --out r.json" in err and not (files / "r.json").exists()
+    assert err.startswith("usage: plangate check ")
+    code, _, err = run(capsys, "check", "--bogus", "clean.plan")
+    assert code == 2 and err.startswith("usage: plangate check ") and "--bogus" in err
+    code, _, err = run(capsys, "policy", "diff", "a.policy", "b.policy", "--bogus")
+    assert code == 2 and err.startswith("usage: plangate policy diff ")
+    code, _, err = run(capsys, "check", "clean.plan", "--form", "json")
+    assert code == 2 and "--form" in err

@@ -22,7 +22,14 @@ DEFAULT_JOURNAL = os.path.join(".plangate", "journal.db")
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # usage errors exit 2, as the contract says
+    """Usage errors exit 2, as the contract says; flags are spelt out (no `--out` for `--output`:
+    a later flag sharing a prefix would silently change what an abbreviation means)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> None:
         self.print_usage(sys.stderr)
         self.exit(2, f"plangate: error: {message}\n")
 
@@ -154,6 +161,18 @@ def _abandoned_calls() -> bool:
                if thread is not threading.main_thread())
 
 
+def _command_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the (sub)command `args` holds, else `parser`."""
+    for name in ("command", "policy_command"):
+        chosen = getattr(args, name, None)
+        choices = next((action.choices for action in parser._actions  # argparse keeps subparsers there only
+                        if isinstance(action, argparse._SubParsersAction)), None)
+        if chosen is None or choices is None or chosen not in choices:
+            break
+        parser = choices[chosen]
+    return parser
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     # A reader that goes away (`plangate run … | head -1`) must not change what the command does
     # or its exit code: once its pipe is closed, output is dropped and the command goes on.
@@ -169,7 +188,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:  # the command's own usage, not the top level's
+        _command_parser(parser, args).error(f"unrecognized arguments: {' '.join(extras)}")
     if args.command is None:
         parser.print_help()
         return 2
