@@ -688,3 +688,12 @@ def test_flags_are_not_abbreviated_and_an_unknown_flag_shows_its_commands_usage(
     assert code == 2 and err.startswith("usage: plangate policy diff ")
     code, _, err = run(capsys, "check", "clean.plan", "--form", "json")
     assert code == 2 and "--form" in err
+
+
+@pytest.mark.parametrize("typed, meant", [("PG1O1", "PG101"), ("PG3O4", "PG304"), ("pg3l1", "PG311"),
+                                          ("aproval-missing", "approval-missing"), ("PG31", None)])
+def test_explain_suggests_the_code_fewest_edits_away(capsys, typed: str, meant: str | None) -> None:
+    code, _, err = run(capsys, "explain", typed)
+    assert code == 2
+    if meant is not None:
+        assert err.strip().endswith(f"did you mean `{meant}`?"), err

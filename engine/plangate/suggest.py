@@ -3,7 +3,9 @@
 Bounded: difflib's ratio is quadratic in the names' length and linear in the candidates, and a plan
 may hold tens of thousands of step ids. A name longer than `MAX_NAME` gets no suggestion, and of
 many candidates only the `MAX_CANDIDATES` likeliest are compared: those that share the name's first
-character, then those nearest in length.
+character, then those nearest in length. Of the names difflib finds close enough, the one fewest
+edits away wins (`PG1O1` is one edit from `PG101`, two from `PG311`, which difflib ranks first),
+then difflib's order.
 """
 
 from __future__ import annotations
@@ -23,8 +25,24 @@ def closest(name: str, candidates: Iterable[str]) -> str | None:
         first = name[:1]
         pool.sort(key=lambda candidate: (candidate[:1] != first, abs(len(candidate) - len(name))))
         del pool[MAX_CANDIDATES:]
-    matches = difflib.get_close_matches(name, pool, n=1, cutoff=0.6)
-    return matches[0] if matches else None
+    matches = difflib.get_close_matches(name, pool, n=len(pool), cutoff=0.6)
+    return min(matches, key=lambda match: _edits(name, match)) if matches else None
+
+
+_LOOKALIKES = frozenset({("o", "0"), ("0", "o"), ("l", "1"), ("1", "l"), ("i", "1"), ("1", "i")})
+
+
+def _edits(a: str, b: str) -> float:
+    """Levenshtein distance (insertions, deletions, substitutions; both names at most `MAX_NAME`
+    long), a letter typed for the digit it looks like (`o` for `0`) counting half."""
+    previous: list[float] = [float(j) for j in range(len(b) + 1)]
+    for i, char in enumerate(a, 1):
+        current = [float(i)]
+        for j, other in enumerate(b, 1):
+            change = 0.0 if char == other else 0.5 if (char.lower(), other.lower()) in _LOOKALIKES else 1.0
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + change))
+        previous = current
+    return previous[-1]
 
 
 def did_you_mean(name: str, candidates: Iterable[str]) -> str | None:
