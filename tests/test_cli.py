@@ -697,3 +697,9 @@ def test_explain_suggests_the_code_fewest_edits_away(capsys, typed: str, meant: 
     assert code == 2
     if meant is not None:
         assert err.strip().endswith(f"did you mean `{meant}`?"), err
+
+
+def test_a_suggestion_from_no_candidates_is_none() -> None:
+    from plangate.suggest import closest
+
+    assert closest("step", []) is None and closest("stpe", ["step"]) == "step"

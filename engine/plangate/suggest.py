@@ -25,7 +25,7 @@ def closest(name: str, candidates: Iterable[str]) -> str | None:
         first = name[:1]
         pool.sort(key=lambda candidate: (candidate[:1] != first, abs(len(candidate) - len(name))))
         del pool[MAX_CANDIDATES:]
-    matches = difflib.get_close_matches(name, pool, n=len(pool), cutoff=0.6)
+    matches = difflib.get_close_matches(name, pool, n=max(len(pool), 1), cutoff=0.6)
     return min(matches, key=lambda match: _edits(name, match)) if matches else None
 
 
