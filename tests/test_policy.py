@@ -970,3 +970,17 @@ def test_one_schema_with_its_arguments_in_another_order_is_not_ambiguous():
         assert [x.name for x in check_sources([plan], policies).diagnostics] == []
     f = SourceFile("F.policy", "policy F { tool t.y { risk read_only args { b: string, a: int } } }")  # not optional
     assert [x.name for x in check_sources([], [c, f]).diagnostics] == ["ambiguous-tool"]
+
+
+def test_one_unmet_requirement_asked_by_two_policies_is_one_diagnostic_naming_both():
+    from plangate.driver import check_sources
+    from plangate.source import SourceFile
+
+    base = SourceFile("base.policy", "policy base { tool t.w { risk reversible_write } require check when step.risk >= reversible_write }")
+    team = SourceFile("team.policy", 'policy team { require check when call.tool == "t.w" require rollback }')
+    plan = SourceFile("p.plan", 'plan p { step w { call t.w() idempotency "w" } }')
+    found = [d for d in check_sources([plan], [base, team]).diagnostics if d.name.endswith("-missing")]
+    assert [d.name for d in found] == ["check-missing", "rollback-missing"]
+    assert list(found[0].notes) == ["required by `require check when step.risk >= reversible_write` in policy `base`",
+                              'required by `require check when call.tool == "t.w"` in policy `team`']
+    assert [label.span.file for label in found[0].labels] == ["base.policy", "team.policy"]

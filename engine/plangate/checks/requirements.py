@@ -77,10 +77,14 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
         step = ctx.graph.steps[step_id]
         approvals = [(r, outcome) for r, outcome in requirements if r.kind == "approval" and r.approval is not None]
         yield from _approvals(step, approvals, ctx.policy)
-        for requirement, outcome in requirements:
-            if step.kind == "check":
-                continue  # a check only observes; if it calls a write, `check-not-read-only` says so
-            if requirement.kind == "check" and not checked_by.get(step_id):
+        if step.kind == "check":
+            continue  # a check only observes; if it calls a write, `check-not-read-only` says so
+        by_kind: dict[str, list[tuple[CompiledRequirement, str]]] = {}
+        for requirement, outcome in requirements:  # one diagnostic per kind, naming every rule that asks
+            if requirement.kind in _KINDS:
+                by_kind.setdefault(requirement.kind, []).append((requirement, outcome))
+        for kind, asking in by_kind.items():
+            if kind == "check" and not checked_by.get(step_id):
                 maybe = skippable.get(step_id, [])
                 named = ", ".join(f"`{check_id}`" for check_id, _ in maybe)
                 if not maybe:
@@ -90,22 +94,23 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
                 else:
                     message = (f"step `{step.id}` must be verified by a `check` step whenever it runs, and {named} "
                                "may be skipped when it runs")
-                yield _missing("check-missing", step, requirement, outcome, message,
+                yield _missing("check-missing", step, asking, message,
                                f"add `check verify_{step.id} after {step.id} {{ call … expect … }}`"
                                + (" with no `when` of its own" if any(why != _NEVER for _, why in maybe) else ""),
                                [f"`{check_id}` runs only when {why}" if why != _NEVER else
                                 f"`{check_id}` never runs: its `when` never holds, or it uses the result of a step that never runs"
                                 for check_id, why in maybe])
-            elif requirement.kind == "rollback" and step.rollback is None:
-                yield _missing("rollback-missing", step, requirement, outcome,
+            elif kind == "rollback" and step.rollback is None:
+                yield _missing("rollback-missing", step, asking,
                                f"step `{step.id}` needs a `rollback`, and has none",
                                "add `rollback tool.undo(id: result.id)`: the call that undoes this step")
-            elif requirement.kind == "idempotency" and step.idempotency is None:
-                yield _missing("idempotency-missing", step, requirement, outcome,
+            elif kind == "idempotency" and step.idempotency is None:
+                yield _missing("idempotency-missing", step, asking,
                                f"step `{step.id}` needs an `idempotency` key, and has none",
                                f'add `idempotency "{step.id}-" + …`: a value that names this one effect')
 
 
+_KINDS = ("check", "rollback", "idempotency")
 _NEVER = "never"  # why a check that depends on a step does not verify it: it never runs
 
 
@@ -180,12 +185,15 @@ def _guard_sets(ctx: PlanContext) -> dict[str, frozenset[str]]:
     return sets
 
 
-def _missing(name: str, step: Step, requirement: CompiledRequirement, outcome: str, message: str,
+def _missing(name: str, step: Step, asking: list[tuple[CompiledRequirement, str]], message: str,
              help_text: str, notes_first: list[str] | None = None) -> Diagnostic:
-    notes = [*(notes_first or []), f"required by `{requirement.describe()}` in policy `{requirement.policy}`"]
-    if outcome != "must":
+    """One diagnostic for a requirement kind the step does not meet, naming every rule that asks
+    for it (several policies may); "may apply" only when none of them must."""
+    notes = [*(notes_first or []),
+             *(f"required by `{requirement.describe()}` in policy `{requirement.policy}`" for requirement, _ in asking)]
+    if all(outcome != "must" for _, outcome in asking):
         notes.append("the rule may apply at run time, depending on values known only then")
-    return diagnostic(name, step.id_span, message, labels=[Label(requirement.span, "required here")],
+    return diagnostic(name, step.id_span, message, labels=[Label(requirement.span, "required here") for requirement, _ in asking],
                       notes=notes, help=help_text)
 
 
