@@ -165,6 +165,11 @@ def test_a_keyword_is_a_whole_word_and_a_near_miss_gets_a_hint(text, message, hi
      'write `by role "operator"` (or `by 2 of role "operator"`)'),
     ("plan p { step a after b c { call t.x() } }", "expected `,` between two steps of `after`, found `c`",
      "separate the steps with commas: `after build, test`"),
+    *((f"plan p {{ step a {{ call t.x({arguments}) }} }}", "expected `,` between two arguments, found `c`",
+       "separate arguments with commas: `f(a: 1, b: 2)`")
+      for arguments in ("a: 1, b: 1 c: 2", "a: [1, 2] c: 2", "a: true c: 2", "a: f(1) c: 2", "a: g.result.v c: 2")),
+    ("plan p { step a { call t.x() rollback t.y(a: 1 c: 2) } }", "expected `,` between two arguments, found `c`",
+     "separate arguments with commas: `f(a: 1, b: 2)`"),
     ('plan p { step a { call t.x() expect result.s.matches(r"^\\d+$") } }',
      'raw strings such as `r"^\\d+$"` are not part of plangate\'s CEL',
      'write it as a plain string, each backslash doubled: `"^\\\\d+$"`'),
