@@ -76,6 +76,7 @@ _BLOCK_KEYWORDS = frozenset({"STEP", "CHECK", "TOOL", "TEST", "BUDGET", "REQUIRE
 _COMPOUND_DURATION = re.compile(r"[0-9]+(?:\.[0-9]+)?(?:ms|s|m|h|d)[A-Za-z0-9_.]*")
 _CURRENCY_SIGN = re.compile(r"[$€£]\s*([0-9]+(?:\.[0-9]+)?)")  # `$5`: an amount written the usual way
 _SPACED_DURATION = re.compile(r"([0-9]+)[ \t]+([A-Za-z]+)\b")
+_OTHER_UNIT = re.compile(r"[0-9]+(?:\.[0-9]+)?([A-Za-z][A-Za-z0-9_]*)")
 _UNIT_WORDS = {"ms": "ms", "s": "s", "sec": "s", "second": "s", "m": "m", "min": "m", "minute": "m",
                "h": "h", "hr": "h", "hour": "h", "d": "d", "day": "d"}
 _NUMBER_BEFORE = re.compile(r"(?<![A-Za-z0-9_.])([0-9]+(?:\.[0-9]+)?)[ \t]*\Z")
@@ -508,6 +509,12 @@ def _describe(parser: _Parser, name: str, text: str, error: UnexpectedInput) -> 
             return diagnostic("syntax-error", Span(name, token.start_pos, compound.end()),
                               f"`{written}` is not a duration: a duration is one whole number and one unit",
                               help=f"write it in one unit, such as `{_in_one_unit(written)}`")
+        other_unit = _OTHER_UNIT.match(text, token.start_pos)
+        if other_unit is not None:  # `5y`, `3w`, `2weeks`: a unit plangate does not have
+            return diagnostic("syntax-error", Span(name, token.start_pos, other_unit.end()),
+                              f"`{other_unit.group()}` is not a duration: `{other_unit.group(1)}` is not a unit",
+                              help="the units are `ms`, `s`, `m`, `h` and `d`: write it in one of them, "
+                                   "such as `30d` for a month")
     if token is not None and token.type == "NAME":
         literal = _literal_in_expression(name, text, token)
         if literal is not None:
