@@ -365,6 +365,22 @@ def test_sarif_and_github_name_files_as_the_repository_does(tmp_path, monkeypatc
         "::error file=plans/a b.plan", "::error file=/elsewhere/b.plan", "::error file=" + above]
 
 
+def test_a_path_through_the_link_the_shell_names_the_working_directory_by_is_under_it(tmp_path, monkeypatch):
+    import os
+
+    (tmp_path / "real").mkdir()
+    os.symlink(tmp_path / "real", tmp_path / "link")
+    monkeypatch.chdir(tmp_path / "link")
+    monkeypatch.setenv("PWD", str(tmp_path / "link"))
+    name = str(tmp_path / "link" / "t.plan")
+    source_map = SourceMap()
+    source_map.add(SourceFile(name, "plan p { }\n"))
+    found = [diagnostic("unknown-step", Span(name, 5, 6), "m")]
+    assert render_github(found, source_map).startswith("::error file=t.plan,")
+    monkeypatch.setenv("PWD", str(tmp_path))  # a $PWD that is another directory is not taken
+    assert render_github(found, source_map).startswith(f"::error file={tmp_path.as_posix()}/link/t.plan,")
+
+
 def test_sarif_and_github_name_files_as_given_when_the_working_directory_is_gone(tmp_path, monkeypatch):
     gone = tmp_path / "gone"
     gone.mkdir()

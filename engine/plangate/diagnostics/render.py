@@ -368,11 +368,27 @@ def _from_workspace(path: str) -> str:
     directory (a CI job runs in the repository's root) when it lies under it, with `/`; any other
     path absolute."""
     try:
-        relative = os.path.relpath(path)
-        inside = relative != os.pardir and not relative.startswith(os.pardir + os.sep)
-        return (relative if inside else os.path.abspath(path)).replace(os.sep, "/")
+        for start in _working_directories():
+            relative = os.path.relpath(path, start)
+            if relative != os.pardir and not relative.startswith(os.pardir + os.sep):
+                return relative.replace(os.sep, "/")
+        return os.path.abspath(path).replace(os.sep, "/")
     except (ValueError, OSError):  # another drive; a working directory that no longer exists
         return path.replace(os.sep, "/")
+
+
+def _working_directories() -> list[str]:
+    """The working directory as the system has it, and as the shell named it (`$PWD`, when that is
+    the same directory reached through a symbolic link): a path given through the link is under it."""
+    found = [os.getcwd()]
+    logical = os.environ.get("PWD")
+    if logical and os.path.isabs(logical) and logical != found[0]:
+        try:
+            if os.path.samefile(logical, found[0]):
+                found.append(logical)
+        except OSError:
+            pass
+    return found
 
 
 def _sarif_uri(path: str) -> str:
