@@ -633,3 +633,17 @@ def test_a_witness_names_the_values_the_when_fixes():
                         "call t.n(x: a.result.x) } }", PINNED_POLICY)
     assert [d.message for d in found] == [
         "deny rule `gt5` may fire for step `s`: it fires when `a.result.mode` = \"fast\", `a.result.x` = 6"]
+
+
+def test_a_rule_is_decided_on_the_runs_where_every_computed_argument_of_the_call_evaluates():
+    """The call is made only when all its arguments evaluate, not only those the rule reads:
+    `y: a.result.g.startsWith("ab")` makes `g` a string, so `b: a.result.g` is never `true` and
+    `args.b != true` must fire (it was a "may" with the example `g` = null, a run where `y` fails
+    and the call is not made)."""
+    policy = """policy p {
+      tool src.get { risk read_only }
+      tool t.n { risk read_only }
+      deny "d" when args.b != true
+    }"""
+    plan = 'plan q { step a { call src.get() } step s { call t.n(b: a.result.g, y: a.result.g.startsWith("ab")) } }'
+    assert [(d.name, d.message) for d in diagnostics(plan, policy)] == [("policy-deny", "deny rule `d` fires for step `s`")]

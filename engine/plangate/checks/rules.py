@@ -164,16 +164,16 @@ def decide_for_step(evaluator: Any, when: cel.Expr, facts: StepFacts, activation
     that of a step that never runs (`unreachable-step`): nothing fires for it."""
     if facts.failing or facts.never_runs:
         return StaticVerdict("never")
-    condition, results = symbolic(when, facts)
-    if condition is when:
-        return _decide_condition(evaluator, when, dict(activation), facts, ctx)
     read = arguments_read(when)
-    premises = [expr for name, expr in facts.computed.items() if name in read]
-    # the steps a premise reads too (`has(args.x)` reads x's computation only there)
-    results = {**result_scope(_steps_read(premises, ctx)), **results}
-    steps = {key[1:] for key in results}  # `step_key` names
-    assume = tuple(rename_steps(expr, steps) for expr in premises)
-    verdict = _decide_condition(evaluator, condition, {**results, **activation}, facts, ctx, assume)
+    verdict = _decide_computed(evaluator, when, activation, facts, ctx, [name for name in facts.computed if name in read])
+    if verdict.outcome == "may" and facts.computed.keys() - read:
+        # Only runs where the call is made count: every computed argument evaluates on them, not only
+        # those the rule reads (`y: a.result.g.startsWith("ab")` makes `g` a string for `args.x > 5`
+        # with `x: a.result.g`). Asked only of a "may", which fewer runs can make "never" or "must";
+        # where those computations are outside the solver's subset, the "may" stands.
+        every = _decide_computed(evaluator, when, activation, facts, ctx, list(facts.computed))
+        if every.outcome in ("never", "must", "may"):
+            return every
     if verdict.outcome != "runtime":
         return verdict
     opaque = _decide_condition(evaluator, when, dict(activation), facts, ctx)
@@ -183,6 +183,21 @@ def decide_for_step(evaluator: Any, when: cel.Expr, facts: StepFacts, activation
     return StaticVerdict("may", opaque.witness, f"how the call computes {computed} is not followed here "
                                                 f"({verdict.reason}): the example is a value of the argument, "
                                                 "which the run may or may not give")
+
+
+def _decide_computed(evaluator: Any, when: cel.Expr, activation: dict[str, Any], facts: StepFacts,
+                     ctx: PlanContext, assumed: list[str]) -> StaticVerdict:
+    """`_decide_condition` of `when` through the computations of the arguments it reads, under the
+    premise that the computations of `assumed` evaluate (the call is made only when they do)."""
+    condition, results = symbolic(when, facts)
+    premises = [facts.computed[name] for name in assumed]
+    if condition is when and not premises:
+        return _decide_condition(evaluator, when, dict(activation), facts, ctx)
+    # the steps a premise reads too (`has(args.x)` reads x's computation only there)
+    results = {**result_scope(_steps_read(premises, ctx)), **results}
+    steps = {key[1:] for key in results}  # `step_key` names
+    assume = tuple(rename_steps(expr, steps) for expr in premises)
+    return _decide_condition(evaluator, condition, {**results, **activation}, facts, ctx, assume)
 
 
 def _verdict(evaluator: Any, expr: cel.Expr, scope: dict[str, Any], unknown: bool,
