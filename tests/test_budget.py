@@ -731,6 +731,16 @@ def test_currencies_that_do_not_meet():
     plan = "plan p { step a { call t.x() cost 30 } }"  # an amount without a currency adopts the limit's
     found = diagnostics(plan, "policy q { limit cost <= 5 eur }")
     assert [d.message for d in found] == ["the plan can cost `30 eur`, over `limit cost <= 5 eur` of policy `q`"]
+    # a budget without a currency counts in the plan's (its steps'), for the limit as for the budget:
+    # never `5 eur` in one message and `5 usd` in the next
+    plan = "plan p { budget { cost <= 5 } step a { call t.x() cost 3 } step b { call t.x() cost 3 usd } }"
+    found = diagnostics(plan, "policy q { tool t.* { risk read_only } limit cost <= 4 eur }")
+    assert [(d.name, d.message) for d in found] == [
+        ("currency-mismatch", "the plan counts in `usd`, but `limit cost <= 4 eur` of policy `q` is in `eur`"),
+        ("budget-exceeded", "the plan can cost `6 usd`, over the plan's budget of `5 usd`")]
+    plan = "plan p { budget { cost <= 5 } step a { call t.x() cost 3 } }"  # no currency at all: the limit's
+    found = diagnostics(plan, "policy q { tool t.* { risk read_only } limit cost <= 4 eur }")
+    assert [d.message for d in found] == ["the plan's budget allows `5 eur`, over `limit cost <= 4 eur` of policy `q`"]
 
 
 def test_without_a_policy_the_plan_budget_is_still_checked():

@@ -18,6 +18,7 @@ from decimal import Decimal
 from typing import Iterator
 
 from plangate.checks.context import PlanContext
+from plangate.checks.currency import plan_currency
 from plangate.diagnostics import Diagnostic, Label, diagnostic
 from plangate.ir.nodes import Money
 from plangate.policy.compiled import LimitValue, format_seconds
@@ -100,7 +101,7 @@ def _plan_budget(ctx: PlanContext) -> Iterator[Diagnostic]:
         return
     cost, time, calls = policy.limit("cost"), policy.limit("time"), policy.limit("calls")
     if budget.cost is not None and cost is not None and cost.amount is not None:
-        yield from _budget_cost(budget.cost, cost)
+        yield from _budget_cost(budget.cost, cost, plan_currency(ctx)[0])
     if budget.time is not None and time is not None and time.seconds is not None \
             and budget.time.seconds > time.seconds:
         yield _over(budget.time.span, f"the plan's budget allows `{budget.time}`", time)
@@ -108,11 +109,16 @@ def _plan_budget(ctx: PlanContext) -> Iterator[Diagnostic]:
         yield _over(budget.calls_span or budget.span, f"the plan's budget allows {budget.calls} calls", calls)
 
 
-def _budget_cost(declared: Money, limit: LimitValue) -> Iterator[Diagnostic]:
+def _budget_cost(declared: Money, limit: LimitValue, plan_unit: str | None) -> Iterator[Diagnostic]:
+    """A budget without a currency counts in the plan's (`plan_currency`: its steps'), as the
+    budget check reads it; only a plan with none at all adopts the limit's. Where the plan's
+    currency is not the limit's, the budget check says so (`currency-mismatch` on the plan) and
+    the comparison is skipped."""
     assert limit.amount is not None
-    meets, currency = shared_currency(declared.currency, limit.currency)
+    meets, currency = shared_currency(declared.currency or plan_unit, limit.currency)
     if not meets:
-        yield currency_mismatch(declared.span, "the plan's budget", str(declared), limit.text(), limit.span)
+        if declared.currency:
+            yield currency_mismatch(declared.span, "the plan's budget", str(declared), limit.text(), limit.span)
     elif declared.amount > limit.amount:
         yield _over(declared.span, f"the plan's budget allows `{money_text(declared.amount, currency)}`", limit)
 
