@@ -1034,3 +1034,16 @@ def test_an_opaque_test_is_named_with_the_parentheses_its_operands_need():
     }"""
     [note] = [d for d in diagnostics(plan) if d.name == "decided-at-run-time"]
     assert "`(a.result.f == true ? int(a.result.s) : 1) == 1` is outside the subset" in note.message
+
+
+def test_steps_whose_conditions_can_never_hold_do_not_make_the_concurrency_limit_bind():
+    """Once the conditions are solved, `c` and `e` can never run: two steps under two workers, so
+    the makespan is the critical path (4s), within the budget — not Graham's bound of 5s."""
+    plan = """plan p {
+      budget { time <= 4s }
+      step a { call t.a(x: 1) time 4s }
+      step b { call t.a(x: 1) time 2s }
+      step c { when a.result.n > 5 && a.result.n < 3 call t.a(x: 1) time 1s }
+      step e { when a.result.n > 5 && a.result.n < 3 call t.a(x: 2) time 1s }
+    }"""
+    assert diagnostics(plan, "policy q { tool t.* { risk read_only } limit concurrency <= 2 }") == []

@@ -647,3 +647,13 @@ def test_a_rule_is_decided_on_the_runs_where_every_computed_argument_of_the_call
     }"""
     plan = 'plan q { step a { call src.get() } step s { call t.n(b: a.result.g, y: a.result.g.startsWith("ab")) } }'
     assert [(d.name, d.message) for d in diagnostics(plan, policy)] == [("policy-deny", "deny rule `d` fires for step `s`")]
+
+
+def test_a_value_the_when_fixes_is_not_pinned_where_the_rule_asks_whether_it_is_there():
+    """`has()` of a pinned field, or a read of the map above it, would not know of the constant: the
+    rule is then decided under the `when` as a premise, as before pinning (`has` must fire)."""
+    policy = """policy p { tool src.get { risk read_only } tool t.n { risk read_only }
+      deny "has" when call.tool == "t.n" && has(args.x.level)
+      deny "missing" when call.tool == "t.n" && !has(args.x.level) }"""
+    plan = 'plan q { step a { call src.get() } step s { when a.result.level == "high" call t.n(x: a.result) } }'
+    assert [(d.name, d.message) for d in diagnostics(plan, policy)] == [("policy-deny", "deny rule `has` fires for step `s`")]

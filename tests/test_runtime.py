@@ -866,7 +866,7 @@ def test_a_step_after_a_rerun_step_through_a_kept_one_waits_and_the_check_verifi
     assert report.steps["ca"]["attempts"] == 1  # verified afresh: a new step, with fresh attempts
     recheck = kinds(runtime, run, "recheck", "ca")
     assert [record.body["kept"] for record in recheck] == [False]
-    assert recheck[0].body["reason"] == "`a`, which it verifies, ran again since it ran"  # its own call is the same
+    assert recheck[0].body["reason"] == "what it verifies changed: `a` ran again since it verified it"  # its own call is the same
 
 
 def test_a_check_of_a_step_whose_new_call_failed_is_cancelled_not_kept(box):

@@ -157,16 +157,21 @@ def _verdict(worst: Worst, bound: int) -> str | None:
 def _time(ctx: PlanContext, branches: Branches, loads: Loads, bound: Bound, effort: Effort) -> Finding | None:
     limit = ctx.policy.limit("concurrency") if ctx.policy is not None else None
     workers = max(1, limit.count) if limit is not None and limit.count is not None else DEFAULT_WORKERS
-    if sum(branches.possible_runs()) <= workers or never_more_than(loads, branches.possible_runs(), workers):
-        worst = branches.critical(bound.value)
-        verdict = _verdict(worst, bound.value)
-        return Finding(bound, verdict, worst) if verdict is not None else None
+
+    def unbound() -> bool:  # the limit cannot bind: the critical path, decided exactly, is the makespan
+        runs = branches.possible_runs()
+        return sum(runs) <= workers or never_more_than(loads, runs, workers)
+
+    if unbound():
+        return _critical_only(branches, bound)
     work = [a * s for a, s in zip(loads.attempts, loads.seconds)]
     runs = branches.possible_runs()
     simple = graham_bound(sum(w for w, running in zip(work, runs) if running), critical_path(loads, runs)[0], workers)
     if simple <= bound.value:
         return None
     most = branches.maximum(work, None)
+    if unbound():  # the conditions are solved now: a step that can never run is no longer counted
+        return _critical_only(branches, bound)
     longest, _ = critical_path(loads, branches.possible_runs())
     graham = graham_bound(most.upper, longest, workers)
     if graham <= bound.value:
@@ -185,6 +190,12 @@ def _time(ctx: PlanContext, branches: Branches, loads: Loads, bound: Bound, effo
     # not to hold), a longer schedule may belong to no real execution, so it proves nothing.
     verdict = "exceeded" if schedule.makespan > bound.value and most.reason is None else "unprovable"
     return Finding(bound, verdict, executions[number], workers, schedule, graham, timing, most.upper)
+
+
+def _critical_only(branches: Branches, bound: Bound) -> Finding | None:
+    worst = branches.critical(bound.value)
+    verdict = _verdict(worst, bound.value)
+    return Finding(bound, verdict, worst) if verdict is not None else None
 
 
 def _executions(branches: Branches, most: Worst, work: Sequence[int], made: list[Worst]) -> Iterator[Worst]:

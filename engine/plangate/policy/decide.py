@@ -6,7 +6,9 @@
 - `decide_call(activation)` on concrete values → `CallDecision`: the deny rules that fire (any deny
   wins), the warn rules that fire, the requirements that apply. Only the conditions whose tool
   filter admits the call's tool are evaluated (`plangate.policy.relevance`: a rejecting filter
-  means a false conjunct, so the condition is false whatever else it reads, errors included);
+  means a false conjunct, so the condition is false whatever else it reads, errors included —
+  also a value nested too deeply to evaluate, which `&&` does not absorb and which would
+  otherwise count as holding: no such value reaches a run, whose values are at most 64 deep);
   the selection is remembered per tool name. A condition that errors at run
   time (a missing field, a type clash) does not fire, as in CEL policy engines; the error is kept in
   `CallDecision.errors` so it can be journaled and shown. Except one that the evaluator's own bounds

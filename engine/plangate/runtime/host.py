@@ -717,6 +717,7 @@ class Runtime:
         verified_at = view.completed_at.get(step.id, 0)  # a predecessor run again has no result yet, or a newer one
         rerun = [name for name in predecessors if view.completed_at.get(name, verified_at + 1) > verified_at]
         outdated = step.kind == "check" and bool(rerun)
+        ran = [name for name in rerun if name in view.completed_at]  # the others have no result now
         scope = {name: {"result": view.results.get(name)} for name in predecessors}
         called = all(view.states.get(name) == "succeeded" or (kind == "after" and view.states.get(name) == "skipped")
                      for name, kind in predecessors.items()) \
@@ -727,7 +728,11 @@ class Runtime:
             args_hash is None or (made.get("tool") == step.call.tool and made.get("args_hash") == args_hash))
         record: dict[str, Any] = {"kept": kept, "args_hash": args_hash}
         if outdated:
-            record["reason"] = ", ".join(f"`{name}`" for name in rerun) + ", which it verifies, ran again since it ran"
+            reasons = [", ".join(f"`{name}`" for name in ran) + " ran again since it verified it"] if ran else []
+            if len(ran) < len(rerun):
+                reasons.append(", ".join(f"`{name}`" for name in rerun if name not in ran)
+                               + " has no result now (skipped, failed, or to run again)")
+            record["reason"] = "what it verifies changed: " + "; ".join(reasons)
         _fold(view, self.journal.append(view.run, "recheck", record, step=step.id))
         return "changed"
 

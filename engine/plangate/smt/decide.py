@@ -67,10 +67,11 @@ def decide(condition: Expr, activation: Mapping[str, object], time_bound: float 
     """`original`: the activation a witness is replayed in (default `activation`; the caller's
     when it gave the solver durations as seconds). `given`: conditions that hold on every run that
     matters (a step's `when`: its call is made only when it fires), a premise as `assume` is."""
-    encoder = Encoder(activation, opaque=True, kinds=collection_kinds(activation), pinned=pinned_by(given, activation))
+    pinned = pinned_by(given, activation)
     try:
-        premise = conj(*(encoder.evaluates(expr) for expr in assume), *(encoder.fires(expr) for expr in given))
-        fires = encoder.fires(condition)
+        encoder, premise, fires = _encoded(condition, activation, assume, given, pinned)
+        if pinned and not encoder.pins_read_as_values():
+            encoder, premise, fires = _encoded(condition, activation, assume, given, {})
         if premise == "false":
             return Verdict("never")
         if fires in ("true", "false") and premise == "true":
@@ -87,17 +88,29 @@ def decide(condition: Expr, activation: Mapping[str, object], time_bound: float 
     return _narrowed(encoder, _decide_plain(encoder, background, fires, values, time_bound, replay))
 
 
+def _encoded(condition: Expr, activation: Mapping[str, object], assume: Sequence[Expr], given: Sequence[Expr],
+             pinned: Mapping[str, object]) -> tuple[Encoder, str, str]:
+    """An encoder over `activation` with `pinned` values, the premise (`assume` evaluate, `given`
+    fire) and when `condition` fires."""
+    encoder = Encoder(activation, opaque=True, kinds=collection_kinds(activation), pinned=pinned)
+    premise = conj(*(encoder.evaluates(expr) for expr in assume), *(encoder.fires(expr) for expr in given))
+    return encoder, premise, encoder.fires(condition)
+
+
 def pinned_by(given: Sequence[Expr], activation: Mapping[str, object]) -> dict[str, object]:
     """The run-time values that premises fix exactly, by path: a conjunct `x.f == "s"` (a string, a
     bool or `null`: no value of another type equals one), `x.f` alone (a condition holds only when
     it is exactly `true`) or `!x.f` (exactly `false`). On every run that counts the value is that
     one, so the condition is decided with it, of its type — which a premise that merely holds for
     it could not say: `when a.result.level == "high"` makes `args.level > 3` an error, not a
-    number's comparison. The first of two conjuncts on one path wins; the other is then false."""
+    number's comparison. The first of two conjuncts on one path wins; the other is then false.
+    `decide` keeps the pins only where the encoding read each pinned value as itself
+    (`Encoder.pins_read_as_values`): `has()` of it, or a read of the map above it as a whole, would
+    not know of the constant, so it decides without pins then."""
     from plangate.cel.ast import Binary, Literal, Unary
 
     pinned: dict[str, object] = {}
-    pending = list(given)
+    pending = list(reversed(given))  # taken from the end: the first conjunct first
     while pending:
         expr = pending.pop()
         if isinstance(expr, Binary) and expr.op == "&&":

@@ -422,6 +422,19 @@ class Encoder:
 
     # -- the public surface -----------------------------------------------------------------
 
+    def pins_read_as_values(self) -> bool:
+        """Whether each pinned value was read only as itself (`field`, `reach`): no variable stands
+        for a pinned path (`has()` or a key test made one, which knows nothing of the constant), and
+        no map above one is read as a whole (its size, a test of it, its value)."""
+        for path in self.pinned:
+            if path in self.variables:
+                return False
+            for variable in self.variables.values():
+                if path.startswith(variable.path + ".") and (
+                        variable.used or variable.opaque or variable.size is not None or variable.tested):
+                    return False
+        return True
+
     def fires(self, expr: Expr) -> str:
         """The formula under which `expr`, used as a condition, evaluates to true."""
         return self.as_cond(self.evaluate(expr)).true
