@@ -615,7 +615,7 @@ def runtime_makespan(loads, runs, workers: int, timing) -> int:
                 if not runs[index]:
                     done[index] = settled = True
                     continue
-                busy[index] = now + timing.seconds[index]
+                busy[index] = now + (timing.seconds[index] if left[index] == 1 else timing.failed_seconds(index))
         if not busy:
             assert all(done), "stuck"
             break
@@ -640,9 +640,10 @@ def scheduled_plans(draw):
 @PROPERTY
 @given(scheduled_plans())
 def test_a_time_overrun_under_a_concurrency_limit_is_found_or_flagged_and_its_witness_replays(case):
-    """Over every timing with steps at their worst, at once, or succeeding at their first attempt
-    (enumerated): an overrun is always reported (an error with a schedule the runtime's own loop
-    reproduces, or Graham's warning), and an error is never reported without an overrun."""
+    """Over every timing with steps at their worst, at once, succeeding at their first attempt, or
+    failing at once before a last attempt at its worst (enumerated): an overrun is always reported
+    (an error with a schedule the runtime's own loop reproduces, or Graham's warning), and an error
+    is never reported without an overrun."""
     steps, workers, minutes = case
     lines = [f"plan g {{\n  budget {{ time <= {minutes}m }}"]
     for index, (deps, length, retry, skipped) in enumerate(steps):
@@ -656,10 +657,10 @@ def test_a_time_overrun_under_a_concurrency_limit_is_found_or_flagged_and_its_wi
     loads = report.loads
     never = {f"s{index}" for index, (_, _, _, skipped) in enumerate(steps) if skipped}
     runs = [step_id not in never for step_id in loads.steps]
-    choices = [[(loads.attempts[i], loads.seconds[i]), (loads.attempts[i], 0), (1, loads.seconds[i])]
+    choices = [[(loads.attempts[i], loads.seconds[i], loads.seconds[i]), (loads.attempts[i], 0, 0),
+                (1, loads.seconds[i], loads.seconds[i]), (loads.attempts[i], loads.seconds[i], 0)]
                for i in range(len(loads))]
-    longest = max(runtime_makespan(loads, runs, workers, budget_module.Timing(tuple(a for a, _ in timing),
-                                                                             tuple(t for _, t in timing)))
+    longest = max(runtime_makespan(loads, runs, workers, budget_module.Timing(*(tuple(part) for part in zip(*timing))))
                   for timing in itertools.product(*choices))
     findings = [finding for finding in report.findings if finding.bound.figure == "time"]
     if longest > minutes * 60:
@@ -1047,3 +1048,20 @@ def test_steps_whose_conditions_can_never_hold_do_not_make_the_concurrency_limit
       step e { when a.result.n > 5 && a.result.n < 3 call t.a(x: 2) time 1s }
     }"""
     assert diagnostics(plan, "policy q { tool t.* { risk read_only } limit concurrency <= 2 }") == []
+
+
+def test_a_retry_whose_failed_attempt_ends_early_can_overrun_where_every_even_timing_fits():
+    """`x` fails after 1s and its retry takes its whole 2s: it holds the second worker when `b`
+    takes the other, so `c` starts at 3s and ends at 7s — found (an error with that schedule), not
+    Graham's warning: shortening both attempts alike gives 6s."""
+    plan = """plan p {
+      budget { time <= 6s }
+      step a { call t.a(x: 1) time 2s }
+      step b after a { call t.a(x: 1) time 2s }
+      step c after a { call t.a(x: 1) time 4s }
+      step x { call t.a(x: 1) time 2s retry 1 }
+    }"""
+    [found] = diagnostics(plan, "policy q { tool t.* { risk read_only } limit concurrency <= 2 }")
+    assert found.severity.value == "error" and "can take `7s`" in found.message
+    assert "`x` 0s–1s, `x` (attempt 2) 1s–3s, `b` 2s–4s, `c` 3s–7s" in found.notes[0]
+    assert "`x` (its failed attempts 1s each, its last 2s, of its 2s)" in found.notes[1]

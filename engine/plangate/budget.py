@@ -134,21 +134,28 @@ def longest_through(loads: Loads, runs: Sequence[bool]) -> list[int]:
 @dataclass(frozen=True)
 class Timing:
     """How one execution's running steps behave: per step (topological order) the attempts it makes
-    (1 to `retry + 1`) and the seconds each attempt takes (0 to its `time`). A step's `time` only
-    bounds an attempt, and a retried step may succeed early: both are the adversary's to choose."""
+    (1 to `retry + 1`), the seconds its last attempt takes (0 to its `time`) and those each attempt
+    before it takes, which fails (`failing`; None: as the last). A step's `time` only bounds an
+    attempt, a retried step may succeed early, and a failed attempt may fail at once while the
+    next takes its whole time: all are the adversary's to choose."""
 
     attempts: tuple[int, ...]
     seconds: tuple[int, ...]
+    failing: tuple[int, ...] | None = None
 
     @classmethod
     def worst(cls, loads: Loads) -> "Timing":
         """Every attempt is made and takes its whole time."""
         return cls(loads.attempts, loads.seconds)
 
+    def failed_seconds(self, index: int) -> int:
+        return self.seconds[index] if self.failing is None else self.failing[index]
+
     def shortened(self, loads: Loads) -> list[int]:
         """The steps that make fewer attempts, or take less time, than their worst."""
         return [index for index in range(len(loads))
-                if self.attempts[index] < loads.attempts[index] or self.seconds[index] < loads.seconds[index]]
+                if self.attempts[index] < loads.attempts[index] or self.seconds[index] < loads.seconds[index]
+                or (self.attempts[index] > 1 and self.failed_seconds(index) < loads.seconds[index])]
 
 
 def list_schedule(loads: Loads, runs: Sequence[bool], workers: int, timing: Timing | None = None) -> Schedule:
@@ -162,6 +169,7 @@ def list_schedule(loads: Loads, runs: Sequence[bool], workers: int, timing: Timi
     size = len(loads)
     left = list(timing.attempts)
     seconds = timing.seconds
+    failing = timing.failing or seconds
     waiting = [len(predecessors) for predecessors in loads.predecessors]
     successors: list[list[int]] = [[] for _ in range(size)]
     for index, predecessors in enumerate(loads.predecessors):
@@ -200,8 +208,9 @@ def list_schedule(loads: Loads, runs: Sequence[bool], workers: int, timing: Timi
                     finish(index, freed)
                     skipped = True
                     continue
-                starts.append((index, now, now + seconds[index]))
-                heapq.heappush(running, (now + seconds[index], index))
+                took = seconds[index] if left[index] == 1 else failing[index]  # the last attempt, or one that fails
+                starts.append((index, now, now + took))
+                heapq.heappush(running, (now + took, index))
             release(freed)
         if not running:
             continue
@@ -237,9 +246,10 @@ def longest_schedule(loads: Loads, executions: Iterable[Sequence[bool]], workers
     needed, can let other steps take the workers first and delay a long one, so the schedule with
     every step at its worst is not the longest. The search: each execution with the worst timing,
     then, from the longest, a local search over the running steps in topological order — a step's
-    attempts take no time, it succeeds at its first attempt, or its attempts end one second before
-    another step ends that ends while it runs (so the steps that one frees find a worker taken:
-    `_early_ends`) — keeping every change that lengthens the schedule, pass after pass until none
+    attempts take no time, it succeeds at its first attempt, its failed attempts end at once or one
+    second before another step ends while its first runs (and its last takes its whole time), or
+    its attempts end one second before another step ends that ends while it runs (so the steps
+    that one frees find a worker taken: `_early_ends`) — keeping every change that lengthens the schedule, pass after pass until none
     does, the schedule is over `threshold`, or `effort` is spent (each simulation costs the
     attempts it makes); then random timings (`_shaken`). It finds what it finds: a schedule over the threshold is a real execution;
     one within it proves nothing (Graham's bound decides the rest)."""
@@ -256,28 +266,32 @@ def longest_schedule(loads: Loads, executions: Iterable[Sequence[bool]], workers
     if found is None:
         return None
     number, best, timing, runs = found
-    attempts, seconds = list(worst.attempts), list(worst.seconds)
+    attempts, seconds, failing = list(worst.attempts), list(worst.seconds), list(worst.seconds)
     candidates = [index for index in range(len(loads)) if runs[index] and seconds[index] > 0]
     lengthened = True
     while lengthened and best.makespan <= threshold:
         lengthened = False
         for index in candidates:
-            variants = [(attempts[index], 0)] if seconds[index] else []
-            if attempts[index] > 1:
-                variants.append((1, seconds[index]))
-            variants += [(attempts[index], shorter) for shorter in _early_ends(best, index, seconds[index])]
-            for trial_attempts, trial_seconds in variants:
-                kept = attempts[index], seconds[index]
-                attempts[index], seconds[index] = trial_attempts, trial_seconds
+            made, took, failed = attempts[index], seconds[index], failing[index]
+            variants = [(made, 0, 0)] if took else []
+            if made > 1:
+                variants.append((1, took, failed))
+                # the attempts that fail end early (at once, or just before another step ends) and
+                # the last takes its whole time: the retry holds a worker later than it would
+                variants += [(made, took, shorter) for shorter in [0, *_early_ends(best, index, failed, first=True)]
+                             if shorter < failed]
+            variants += [(made, shorter, shorter) for shorter in _early_ends(best, index, took)]
+            for trial_attempts, trial_seconds, trial_failing in variants:
+                attempts[index], seconds[index], failing[index] = trial_attempts, trial_seconds, trial_failing
                 if not effort.take(_attempts_made(attempts, runs)):
-                    attempts[index], seconds[index] = kept
+                    attempts[index], seconds[index], failing[index] = made, took, failed
                     return number, best, timing
-                trial = Timing(tuple(attempts), tuple(seconds))
+                trial = Timing(tuple(attempts), tuple(seconds), tuple(failing))
                 schedule = list_schedule(loads, runs, workers, trial)
                 if schedule.makespan > best.makespan:
                     best, timing, lengthened = schedule, trial, True
                     break
-                attempts[index], seconds[index] = kept
+                attempts[index], seconds[index], failing[index] = made, took, failed
             if best.makespan > threshold:
                 break
     if best.makespan <= threshold:
@@ -293,7 +307,8 @@ def _shaken(loads: Loads, runs: Sequence[bool], workers: int, threshold: int, ef
     """The longest of `best` and random timings of `runs`: anomalies that need several steps to end
     early at once (Graham's example: every step one unit shorter), which changes of one step at a
     time do not reach. A trial either shortens a random half of the running steps to random times
-    (and some retried steps to fewer attempts), or every step by one random amount. Seeded by the
+    (and some retried steps to fewer attempts), or every step by one random amount; then some
+    retried steps' failed attempts end sooner than their last. Seeded by the
     plan's size: the same plan gets the same answer. Stops over `threshold`, after `_SHAKES`
     trials, or when `effort` is spent."""
     rng = random.Random(len(loads))
@@ -313,9 +328,13 @@ def _shaken(loads: Loads, runs: Sequence[bool], workers: int, threshold: int, ef
             cut = rng.randint(1, longest)
             for index in running:
                 seconds[index] = max(0, seconds[index] - cut)
+        failing = list(seconds)
+        for index in running:  # a retried step's failed attempts may end sooner than its last
+            if attempts[index] > 1 and rng.random() < 0.25:
+                failing[index] = rng.randint(0, seconds[index])
         if not effort.take(_attempts_made(attempts, runs)):
             break
-        trial = Timing(tuple(attempts), tuple(seconds))
+        trial = Timing(tuple(attempts), tuple(seconds), tuple(failing))
         schedule = list_schedule(loads, runs, workers, trial)
         if schedule.makespan > best.makespan:
             best, timing = schedule, trial
@@ -327,16 +346,17 @@ def _shaken(loads: Loads, runs: Sequence[bool], workers: int, threshold: int, ef
 _EARLY_ENDS = 3  # ends of other steps a step is tried ending just before, the latest first
 
 
-def _early_ends(schedule: Schedule, index: int, seconds: int) -> list[int]:
+def _early_ends(schedule: Schedule, index: int, seconds: int, first: bool = False) -> list[int]:
     """Shorter times per attempt for step `index`, each one second less than would end its last
-    attempt, as scheduled now, at another step's end during it (the latest few): a tie broken the
-    other way round, which can hand a worker to a step that was waiting, ahead of the steps the
-    other one frees (Graham's anomaly). With retries every attempt is that much shorter, so the
-    last one starts earlier and ends earlier still: a real timing all the same."""
-    last = max(((start, end) for step, start, end in schedule.starts if step == index), default=None)
-    if last is None:
+    attempt (with `first`, its first), as scheduled now, at another step's end during it (the
+    latest few): a tie broken the other way round, which can hand a worker to a step that was
+    waiting, ahead of the steps the other one frees (Graham's anomaly). With retries every attempt
+    is that much shorter, so the last one starts earlier and ends earlier still: a real timing all
+    the same."""
+    attempts = [(start, end) for step, start, end in schedule.starts if step == index]
+    if not attempts:
         return []
-    start, end = last
+    start, end = min(attempts) if first else max(attempts)
     ends = sorted({other_end for step, _, other_end in schedule.starts
                    if step != index and start < other_end <= end}, reverse=True)
     return [other_end - 1 - start for other_end in ends[:_EARLY_ENDS] if 0 < other_end - 1 - start < seconds]

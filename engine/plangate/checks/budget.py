@@ -487,7 +487,11 @@ def _shortened(loads: Loads, timing: Timing | None, index: int) -> str:
     parts = []
     if attempts < loads.attempts[index]:
         parts.append(f"{attempts} attempt{'s' if attempts != 1 else ''} of {loads.attempts[index]}")
-    if seconds < loads.seconds[index]:
+    failed = timing.failed_seconds(index)
+    if attempts > 1 and failed != seconds:
+        parts.append(f"its failed attempts {_duration(failed)} each, its last {_duration(seconds)}, of its "
+                     f"{_duration(loads.seconds[index])}")
+    elif seconds < loads.seconds[index]:
         parts.append(f"{_duration(seconds)} of its {_duration(loads.seconds[index])}"
                      + (" each" if attempts > 1 else ""))
     return f"`{loads.steps[index]}` ({', '.join(parts)})"
