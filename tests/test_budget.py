@@ -1065,3 +1065,28 @@ def test_a_retry_whose_failed_attempt_ends_early_can_overrun_where_every_even_ti
     assert found.severity.value == "error" and "can take `7s`" in found.message
     assert "`x` 0s–1s, `x` (attempt 2) 1s–3s, `b` 2s–4s, `c` 3s–7s" in found.notes[0]
     assert "`x` (its failed attempts 1s each, its last 2s, of its 2s)" in found.notes[1]
+
+
+@pytest.mark.parametrize("condition, error", [
+    ('a.result.s == "go"', True),  # a simple condition: false when `s` is absent
+    ("a.result.n % 2 == 0", True),  # the solver says it need not hold
+    ("!has(a.result.s)", False),  # holds when `s` is absent: not known to be skippable here
+])
+def test_a_skipped_conditional_step_can_make_a_schedule_longer(condition, error):
+    """With `b` skipped, `e` takes the worker `a` frees in the same pass and `d` (after `b`) waits
+    for `c`: 19s over 18s — found as an error with that schedule, where every step running fits."""
+    plan = f"""plan p {{
+      budget {{ time <= 18s }}
+      step a {{ call t.a(x: 1) time 2s }}
+      step b {{ when {condition} call t.a(x: 2) }}
+      step c {{ call t.a(x: 3) time 4s }}
+      step d after b {{ call t.a(x: 4) time 15s }}
+      step e {{ call t.a(x: 5) time 2s }}
+    }}"""
+    [found] = diagnostics(plan, "policy q { tool t.* { risk read_only } limit concurrency <= 2 }")
+    if error:
+        assert found.severity.value == "error" and "can take `19s`" in found.message
+        assert "`a` 0s–2s, `c` 0s–4s, `e` 2s–4s, `d` 4s–19s" in found.notes[0]
+        assert found.notes[1].startswith("conditions that do not hold (so those steps are skipped): `b`")
+    else:
+        assert found.severity.value == "warning"

@@ -202,7 +202,10 @@ def _executions(branches: Branches, most: Worst, work: Sequence[int], made: list
     """`most` (the execution with the most work), then others for the schedule search, appended to
     `made` as they are made: for each group of correlated branches, each of its other
     combinations, the rest as in `most` (a branch with less work may still take longer, if its
-    steps cannot share the workers). At most `MAX_EXECUTIONS` in all."""
+    steps cannot share the workers); then, for each component of conditions that can all fail
+    (`Branches.silent_components`: an independent `when` that may be false), `most` with its steps
+    skipped (a skipped step frees its successors sooner, which can delay a long one). At most
+    `MAX_EXECUTIONS` in all."""
     yield most
     seen = {most.runs}
     for group in branches.weight_groups():
@@ -219,6 +222,17 @@ def _executions(branches: Branches, most: Worst, work: Sequence[int], made: list
             total = sum(weight for weight, running in zip(work, runs) if running)
             made.append(Worst(total, total, runs, choice, reason=most.reason))
             yield made[-1]
+    for component in branches.silent_components(most.choice):  # its guards' steps skipped, the rest as in `most`
+        if len(made) == MAX_EXECUTIONS:
+            return
+        choice = {**most.choice, component: None}
+        runs = tuple(branches.runs_under(choice))
+        if runs in seen:
+            continue
+        seen.add(runs)
+        total = sum(weight for weight, running in zip(work, runs) if running)
+        made.append(Worst(total, total, runs, choice, reason=most.reason))
+        yield made[-1]
 
 
 # -- figures and bounds ------------------------------------------------------------------------
@@ -541,7 +555,8 @@ def _branch_notes(report: Report, runs: Sequence[bool], worst: Worst) -> list[st
         if component is None or component.patterns is None:
             continue  # decided at run time, or left open: said in other notes
         index = branches.position[guard.step]
-        fires = guard.step in component.patterns[worst.choice[guard.component]]
+        pattern = worst.choice.get(guard.component)
+        fires = pattern is not None and guard.step in component.patterns[pattern]
         if len(component.guards) == 1 and fires:
             continue  # an independent condition that holds says nothing of interest
         if fires and runs[index]:

@@ -122,7 +122,7 @@ class Worst:
     upper: int
     lower: int = 0
     runs: tuple[bool, ...] | None = None
-    choice: Mapping[int, int] = field(default_factory=dict)  # component → pattern index
+    choice: Mapping[int, int | None] = field(default_factory=dict)  # component → pattern index (None: fires none)
     path: tuple[int, ...] = ()  # the witness's longest path (critical path only)
     reason: str | None = None  # why `lower` may fall short of `upper`
 
@@ -161,6 +161,7 @@ class Branches:
         self._solved = False
         self._possible_runs: list[bool] | None = None
         self._weight_groups: list[WeightGroup] | None = None
+        self._silent: dict[int, bool] | None = None  # component → it can fire none of its guards
         self.solver_seconds = 0.0  # wall time spent waiting for the solver (for benchmarks)
         self.solved_by_worker: set[str] = set()  # the shapes the solver settled (the others: simple.py)
 
@@ -300,10 +301,11 @@ class Branches:
                 and any(self.guards[guard_id].kind == "runtime" or self.guards[guard_id].opaque
                         for guard_id in guard_set)]
 
-    def witness_values(self, choice: Mapping[int, int]) -> dict[str, object]:
+    def witness_values(self, choice: Mapping[int, int | None]) -> dict[str, object]:
         values: dict[str, object] = {}
         for component, pattern in sorted(choice.items()):
-            values.update(self.components[component].witnesses[pattern])
+            if pattern is not None:  # a component that fires nothing: its values are not shown
+                values.update(self.components[component].witnesses[pattern])
         return values
 
     # -- solving ----------------------------------------------------------------------------
@@ -354,7 +356,7 @@ class Branches:
         component.witnesses = tuple(witness for _, witness in settled)
         return True
 
-    def runs_under(self, choice: Mapping[int, int]) -> list[bool]:
+    def runs_under(self, choice: Mapping[int, int | None]) -> list[bool]:
         """The execution in which each settled component fires the pattern `choice` gives it
         (every settled component has one) and unsettled ones fire nothing."""
         runs = list(self.static_runs)
@@ -363,9 +365,41 @@ class Branches:
                 runs[index] = all(self._fires(component, guards, choice) for component, guards in needs)
         return runs
 
-    def _fires(self, component: int, guards: frozenset[str], choice: Mapping[int, int]) -> bool:
+    def _fires(self, component: int, guards: frozenset[str], choice: Mapping[int, int | None]) -> bool:
         patterns = self.components[component].patterns
-        return patterns is not None and guards <= patterns[choice[component]]
+        pattern = choice.get(component)
+        return patterns is not None and pattern is not None and guards <= patterns[pattern]
+
+    def silent_components(self, choice: Mapping[int, int | None]) -> list[int]:
+        """The settled components of `choice` that fire a pattern and can instead fire none of their
+        guards (a choice of `None`: the schedule search tries runs with those steps skipped, since a
+        branch with less work can take longer). A simple component can when none of its atoms
+        holds of an absent field (every atom then fails: its paths absent); one the solver settled,
+        when it says no guard need fire. Asked of the solver once, in one batch."""
+        if self._silent is None:
+            self._silent = {}
+            asked: list[int] = []
+            for index, component in enumerate(self.components):
+                if component.patterns is None:
+                    continue
+                if component.atoms is not None:
+                    self._silent[index] = all(atom.op != "absent" for atoms in component.atoms for atom in atoms)
+                elif component.group is not None:
+                    asked.append(index)
+            if asked:
+                queries = []
+                for index in asked:
+                    group = self.components[index].group
+                    assert group is not None
+                    none = " ".join(group.fires)
+                    queries.append(solve.Query(f"{group.smt}\n(assert (not (or false {none})))"))
+                started = time.perf_counter()
+                answers = solve.check(queries, self.time_bound)
+                self.solver_seconds += time.perf_counter() - started
+                for index, answer in zip(asked, answers):
+                    self._silent[index] = answer.status == "sat"
+        return [component for component, pattern in sorted(choice.items())
+                if pattern is not None and self._silent.get(component, False)]
 
     def possible_runs(self) -> list[bool]:
         """Every step that runs in some execution, as far as is known (an over-approximation)."""
