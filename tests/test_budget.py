@@ -1064,7 +1064,7 @@ def test_a_retry_whose_failed_attempt_ends_early_can_overrun_where_every_even_ti
     [found] = diagnostics(plan, "policy q { tool t.* { risk read_only } limit concurrency <= 2 }")
     assert found.severity.value == "error" and "can take `7s`" in found.message
     assert "`x` 0s–1s, `x` (attempt 2) 1s–3s, `b` 2s–4s, `c` 3s–7s" in found.notes[0]
-    assert "`x` (its failed attempts 1s each, its last 2s, of its 2s)" in found.notes[1]
+    assert "`x` (its failed attempt 1s, its last 2s, of its 2s)" in found.notes[1]
 
 
 @pytest.mark.parametrize("condition, error", [
@@ -1090,3 +1090,26 @@ def test_a_skipped_conditional_step_can_make_a_schedule_longer(condition, error)
         assert found.notes[1].startswith("conditions that do not hold (so those steps are skipped): `b`")
     else:
         assert found.severity.value == "warning"
+
+
+def test_conditions_on_a_whole_result_are_never_all_skipped_together():
+    """A result is always there (`null` at worst), so `a.result == "go"` and `!= "go"` cannot both
+    fail: no schedule with both steps skipped is claimed (it was a false error, 10s over 9s). On a
+    field under it, which may be absent, they can: then the note says so."""
+    policy = "policy q { tool t.* { risk read_only } limit concurrency <= 2 }"
+    plan = """plan p {
+      budget { time <= 9s }
+      step a { call t.a(x: 0) time 2s }
+      step g2 { when a.result%s != "go" call t.a(x: 1) time 1s }
+      step g1 { when a.result%s == "go" call t.a(x: 2) time 0s }
+      step c { call t.a(x: 3) time 4s }
+      step d after g2 { call t.a(x: 4) time 6s }
+      step e after g1, g2 { call t.a(x: 5) time 3s }
+      step f { call t.a(x: 6) time 2s }
+    }"""
+    [found] = diagnostics(plan % ("", ""), policy)
+    assert found.severity.value == "warning"
+    [found] = diagnostics(plan % (".s", ".s"), policy)
+    assert found.severity.value == "error" and "can take `10s`" in found.message
+    assert found.notes[1] == ("conditions that do not hold (so those steps are skipped): `g2` (`a.result.s != \"go\"` "
+                              "with `a.result.s` absent); `g1` (`a.result.s == \"go\"` with `a.result.s` absent)")

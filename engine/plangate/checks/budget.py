@@ -503,8 +503,9 @@ def _shortened(loads: Loads, timing: Timing | None, index: int) -> str:
         parts.append(f"{attempts} attempt{'s' if attempts != 1 else ''} of {loads.attempts[index]}")
     failed = timing.failed_seconds(index)
     if attempts > 1 and failed != seconds:
-        parts.append(f"its failed attempts {_duration(failed)} each, its last {_duration(seconds)}, of its "
-                     f"{_duration(loads.seconds[index])}")
+        each = "its failed attempt" if attempts == 2 else "its failed attempts"
+        parts.append(f"{each} {_duration(failed)}{' each' if attempts > 2 else ''}, its last {_duration(seconds)}, "
+                     f"of its {_duration(loads.seconds[index])}")
     elif seconds < loads.seconds[index]:
         parts.append(f"{_duration(seconds)} of its {_duration(loads.seconds[index])}"
                      + (" each" if attempts > 1 else ""))
@@ -565,8 +566,12 @@ def _branch_notes(report: Report, runs: Sequence[bool], worst: Worst) -> list[st
             skipped.append(guard)
 
     def described(guard: Any) -> str:
-        shown = "" if guard.opaque else ", ".join(  # an opaque condition's model values decide nothing
-            f"`{path}` = {value_source(values[path])}" for path in guard.paths if path in values)
+        component = branches.components[guard.component]
+        if worst.choice.get(guard.component, 0) is None:  # none of its group's conditions holds
+            shown = ", ".join(f"`{path}` absent" for path in guard.paths) if component.atoms is not None else ""
+        else:
+            shown = "" if guard.opaque else ", ".join(  # an opaque condition's model values decide nothing
+                f"`{path}` = {value_source(values[path])}" for path in guard.paths if path in values)
         return f"`{guard.step}` (`{to_source(guard.condition)}`" + (f" with {shown})" if shown else ")")
 
     notes = []

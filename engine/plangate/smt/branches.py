@@ -373,17 +373,20 @@ class Branches:
     def silent_components(self, choice: Mapping[int, int | None]) -> list[int]:
         """The settled components of `choice` that fire a pattern and can instead fire none of their
         guards (a choice of `None`: the schedule search tries runs with those steps skipped, since a
-        branch with less work can take longer). A simple component can when none of its atoms
-        holds of an absent field (every atom then fails: its paths absent); one the solver settled,
-        when it says no guard need fire. Asked of the solver once, in one batch."""
+        branch with less work can take longer). A simple component can when each of its atoms tests
+        a field under a result (`x.result.f`, which a result may lack; the result itself is there,
+        `null` at worst) and none holds of an absent field (every atom then fails: its fields
+        absent); one the solver settled, when it says no guard need fire. Asked of the solver once,
+        in one batch."""
         if self._silent is None:
             self._silent = {}
             asked: list[int] = []
             for index, component in enumerate(self.components):
                 if component.patterns is None:
                     continue
-                if component.atoms is not None:
-                    self._silent[index] = all(atom.op != "absent" for atoms in component.atoms for atom in atoms)
+                if component.atoms is not None:  # a field under a result may be absent; the result itself is
+                    self._silent[index] = all(atom.op != "absent" and atom.path.count(".") >= 2  # (`null` at worst)
+                                              for atoms in component.atoms for atom in atoms)
                 elif component.group is not None:
                     asked.append(index)
             if asked:
