@@ -984,3 +984,16 @@ def test_one_unmet_requirement_asked_by_two_policies_is_one_diagnostic_naming_bo
     assert list(found[0].notes) == ["required by `require check when step.risk >= reversible_write` in policy `base`",
                               'required by `require check when call.tool == "t.w"` in policy `team`']
     assert [label.span.file for label in found[0].labels] == ["base.policy", "team.policy"]
+
+
+def test_two_policies_of_one_id_are_told_apart_by_their_files_in_messages():
+    from plangate.driver import check_sources
+    from plangate.source import SourceFile
+
+    a = SourceFile("a.policy", "policy base { tool t.x { risk read_only args { a: int } } }")
+    b = SourceFile("b.policy", "policy base { tool t.x { risk irreversible args { b: int } } }")
+    messages = sorted(d.message for d in check_sources([], [a, b]).diagnostics)
+    assert messages == [
+        "policies `base` (`a.policy`) and `base` (`b.policy`) disagree on `t.x`: risk `read_only` against "
+        "`irreversible`: `irreversible` is kept",
+        "policies `base` (`a.policy`) and `base` (`b.policy`) give `t.x` different `args`"]

@@ -352,7 +352,8 @@ def _merge_entries(first: CatalogueEntry, second: CatalogueEntry, diagnostics: l
     for difference in differences:
         diagnostics.append(diagnostic(
             "policy-conflict", second.span,
-            f"policies `{first.policies[0]}` and `{second.policies[0]}` disagree on `{first.pattern}`: {difference}",
+            f"policies {_two_policies((first, first.span), (second, second.span))} disagree on `{first.pattern}`: "
+            f"{difference}",
             labels=[Label(first.span, f"`{first.policies[0]}` says this")],
             help="combined policies keep the stricter side; make the entries agree to silence this"))
     return replace(_combine_matches([first, second]), parts=(*(first.parts or (first,)), *(second.parts or (second,))))
@@ -478,7 +479,8 @@ def _check_schemas(policy: CompiledPolicy, diagnostics: list[Diagnostic]) -> Non
             if kept_pattern == other_pattern:
                 diagnostics.append(diagnostic(
                     "ambiguous-tool", other_span,
-                    f"policies `{kept.policies[0]}` and `{other.policies[0]}` give `{kept_pattern}` different `args`",
+                    f"policies {_two_policies((kept, kept_span), (other, other_span))} give `{kept_pattern}` "
+                    "different `args`",
                     labels=[Label(kept_span, "the schema that is kept")],
                     help="give the tool one argument schema in every policy"))
                 continue
@@ -486,10 +488,20 @@ def _check_schemas(policy: CompiledPolicy, diagnostics: list[Diagnostic]) -> Non
                                    reverse=True)
             diagnostics.append(diagnostic(
                 "ambiguous-tool", narrow.args_source()[1],
-                f"policies `{narrow.policies[0]}` and `{broad.policies[0]}` give `{entry.pattern}` different `args` "
+                f"policies {_two_policies((narrow, narrow.args_source()[1]), (broad, broad.args_source()[1]))} "
+                f"give `{entry.pattern}` different `args` "
                 f"(through `{narrow.args_source()[0]}` and `{broad.args_source()[0]}`)",
                 labels=[Label(broad.args_source()[1], "the other schema")],
                 help="give the tool one argument schema in every policy"))
+
+
+def _two_policies(first: tuple[CatalogueEntry, Span], second: tuple[CatalogueEntry, Span]) -> str:
+    """"`a` and `b`" for the policies of two entries; with their files where the ids are one (two
+    files may hold policies of one id, and each speaks for itself)."""
+    (one, one_span), (other, other_span) = first, second
+    if one.policies[0] != other.policies[0] or one_span.file == other_span.file:
+        return f"`{one.policies[0]}` and `{other.policies[0]}`"
+    return f"`{one.policies[0]}` (`{one_span.file}`) and `{other.policies[0]}` (`{other_span.file}`)"
 
 
 def _level(risk: Risk | None) -> int:
