@@ -48,7 +48,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from decimal import Context, Decimal
 from fractions import Fraction
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from plangate.budget import (DEFAULT_WORKERS, Effort, Loads, Schedule, Timing, critical_path, graham_bound,
                              longest_schedule, never_more_than)
@@ -206,26 +206,19 @@ def _executions(branches: Branches, most: Worst, work: Sequence[int], made: list
     (`Branches.silent_components`: an independent `when` that may be false), `most` with its steps
     skipped (a skipped step frees its successors sooner, which can delay a long one). At most
     `MAX_EXECUTIONS` in all."""
+    def changes() -> Iterator[Mapping[int, int | None]]:  # what each execution changes of `most`'s choice
+        for group in branches.weight_groups():
+            if not isinstance(group.combinations, str):
+                yield from group.combinations
+        for component in branches.silent_components(most.choice):  # asked only once those are tried
+            yield {component: None}
+
     yield most
     seen = {most.runs}
-    for group in branches.weight_groups():
-        if isinstance(group.combinations, str):
-            continue
-        for combination in group.combinations:
-            if len(made) == MAX_EXECUTIONS:
-                return
-            choice = {**most.choice, **combination}
-            runs = tuple(branches.runs_under(choice))
-            if runs in seen:
-                continue
-            seen.add(runs)
-            total = sum(weight for weight, running in zip(work, runs) if running)
-            made.append(Worst(total, total, runs, choice, reason=most.reason))
-            yield made[-1]
-    for component in branches.silent_components(most.choice):  # its guards' steps skipped, the rest as in `most`
+    for change in changes():
         if len(made) == MAX_EXECUTIONS:
             return
-        choice = {**most.choice, component: None}
+        choice = {**most.choice, **change}
         runs = tuple(branches.runs_under(choice))
         if runs in seen:
             continue
