@@ -204,3 +204,32 @@ def test_the_span_of_an_expression_that_begins_or_ends_with_a_parenthesis_covers
     found = diagnostics(plan)
     texts = [plan[d.span.start:d.span.end] for d in found]
     assert texts == ["(-9223372036854775807 - 1) / -1", "-(-9223372036854775807 - 1)"]
+
+
+def test_a_macro_variable_hides_a_step_of_its_name_and_result_result_is_a_field():
+    """`c.result` inside `xs.all(c, …)` reads the macro's variable, not a step `c`; `result.result`
+    is a field of the step's own result (`result` is no step id); a macro's variable named `result`
+    is not the step's own result."""
+    plan = """plan p {
+  check verify { call http.get(url: "https://x") risk read_only expect result.checks.all(c, c.result == "pass") }
+  step fetch { call t.g() risk read_only }
+  step u { when fetch.result.items.exists(item, item.result == "ok") call t.x() risk read_only }
+  step d { call t.x(v: [{"result": 1}].map(d, d.result)) risk read_only }
+  step r { call t.x() risk read_only expect result.result == 1 rollback t.u(id: result.result.id) }
+  step q { call t.x(v: [1].exists(result, result > 0)) risk read_only }
+}"""
+    assert [d.name for d in diagnostics(plan)] == []
+
+
+def test_a_macro_variable_named_as_a_step_makes_no_edge_to_it():
+    from plangate.graph import build_graph
+    from plangate.source import SourceFile
+    from plangate.syntax import parse_source
+
+    plan = parse_source(SourceFile("p.plan", """plan p {
+  step a { when false call t.x() risk read_only }
+  step b { when [{"result": 1}].exists(a, a.result == 1) && a.result.ok call t.x() risk read_only }
+  step c { when [{"result": 1}].exists(a, a.result == 1) call t.x() risk read_only }
+}""")).document.plans[0]
+    graph = build_graph(plan)
+    assert list(graph.pred["b"]) == ["a"] and list(graph.pred["c"]) == []  # `b` reads `a.result` outside too

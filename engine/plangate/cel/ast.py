@@ -158,9 +158,22 @@ def root_ident(expr: Expr) -> Ident | None:
     return expr if isinstance(expr, Ident) else None
 
 
-def step_references(expr: Expr) -> list[tuple[str, Span]]:
+MACROS = {"all": 2, "exists": 2, "exists_one": 2, "filter": 2, "map": (2, 3)}
+
+
+def is_macro(expr: Call) -> bool:
+    """`xs.all(x, p)`, `exists`, `exists_one`, `filter`, `map(x, e)` / `map(x, p, e)`."""
+    arities = MACROS.get(expr.function)
+    if expr.target is None or arities is None or not expr.args or not isinstance(expr.args[0], Ident):
+        return False
+    return len(expr.args) in (arities if isinstance(arities, tuple) else (arities,))
+
+
+def step_references(expr: Expr, bound: frozenset[str] = frozenset()) -> list[tuple[str, Span]]:
     """Each `x.result…` in `expr` (in the order of `walk`): the step id `x` and the span of the
-    identifier. (`walk` spelled out: the graph calls this on every expression of a plan.)"""
+    identifier; not `result.result` (a field of the step's own result, `result` being no step id)
+    nor a macro's variable (`xs.all(c, c.result == "ok")`, `bound` inside it), which hides any
+    step of its name. (`walk` spelled out: the graph calls this on every expression of a plan.)"""
     found = []
     stack = [expr]
     pop, push = stack.pop, stack.append
@@ -169,33 +182,47 @@ def step_references(expr: Expr) -> list[tuple[str, Span]]:
         kind = type(node)
         if kind is Select:
             operand = node.operand
-            if node.field == "result" and type(operand) is Ident:
+            if node.field == "result" and type(operand) is Ident and operand.name != "result" \
+                    and operand.name not in bound:
                 found.append((operand.name, operand.span))
             push(operand)
         elif kind is Binary:
             push(node.right)
             push(node.left)
+        elif kind is Call and is_macro(node):  # in `walk`'s order: the target, then the macro's parts
+            found += step_references(node.target, bound)
+            inner = bound | {node.args[0].name}
+            for part in node.args[1:]:
+                found += step_references(part, inner)
         elif kind is not Literal and kind is not Ident:
             stack.extend(reversed(_CHILDREN[kind](node)))
     return found
 
 
-def uses_bare_result(expr: Expr) -> Span | None:
-    """The span of the first bare `result` (the step's own result) in the order of `walk`, if any.
-    (`walk` spelled out: the result-scope check calls this on most expressions of a plan.)"""
+def uses_bare_result(expr: Expr, bound: frozenset[str] = frozenset()) -> Span | None:
+    """The span of the first bare `result` (the step's own result) in the order of `walk`, if any;
+    a macro's variable named `result` is not it, inside that macro. (`walk` spelled out: the
+    result-scope check calls this on most expressions of a plan.)"""
     stack = [expr]
     pop, push = stack.pop, stack.append
     while stack:
         node = pop()
         kind = type(node)
         if kind is Ident:
-            if node.name == "result":
+            if node.name == "result" and "result" not in bound:
                 return node.span
         elif kind is Select:
             push(node.operand)
         elif kind is Binary:
             push(node.right)
             push(node.left)
+        elif kind is Call and is_macro(node):
+            found = uses_bare_result(node.target, bound)
+            inner = bound | {node.args[0].name}
+            for part in node.args[1:]:
+                found = found or uses_bare_result(part, inner)
+            if found is not None:
+                return found
         elif kind is not Literal:
             stack.extend(reversed(_CHILDREN[kind](node)))
     return None

@@ -70,7 +70,7 @@ from typing import Any, Callable, Iterator, Mapping
 import re2
 
 from plangate.cel.ast import (Binary, Call, Conditional, Expr, Ident, Index, ListExpr, Literal, MapExpr,
-                              Select, Unary, children)
+                              Select, Unary, children, is_macro)
 
 INT_MIN = -(1 << 63)
 INT_MAX = (1 << 63) - 1
@@ -1130,15 +1130,6 @@ def _compile_select(expr: Select) -> _Closure:
     return select
 
 
-MACROS = {"all": 2, "exists": 2, "exists_one": 2, "filter": 2, "map": (2, 3)}
-
-
-def is_macro(expr: Call) -> bool:
-    """`xs.all(x, p)`, `exists`, `exists_one`, `filter`, `map(x, e)` / `map(x, p, e)`."""
-    arities = MACROS.get(expr.function)
-    if expr.target is None or arities is None or not expr.args or not isinstance(expr.args[0], Ident):
-        return False
-    return len(expr.args) in (arities if isinstance(arities, tuple) else (arities,))
 
 
 def reads_a_name(expr: Expr) -> bool:

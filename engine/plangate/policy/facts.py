@@ -138,13 +138,18 @@ def step_key(step_id: str) -> str:
 
 
 def rename_steps(expr: cel.Expr, steps: "Container[str]") -> cel.Expr:
-    """`expr` with each identifier that names one of `steps` read as `step_key(name)` (spans kept)."""
-    def rename(node: cel.Expr) -> cel.Expr:
+    """`expr` with each identifier that names one of `steps` read as `step_key(name)` (spans kept),
+    but a macro's variable of such a name inside its macro (it hides the step there)."""
+    def rename(node: cel.Expr, bound: frozenset[str]) -> cel.Expr:
         if isinstance(node, cel.Ident):
-            return cel.Ident(step_key(node.name), node.span) if node.name in steps else node
-        return cel.map_children(node, rename)
+            return cel.Ident(step_key(node.name), node.span) if node.name in steps and node.name not in bound else node
+        if isinstance(node, cel.Call) and cel.is_macro(node):
+            inner = bound | {node.args[0].name}  # type: ignore[attr-defined]
+            return cel.Call(node.function, rename(node.target, bound),  # type: ignore[arg-type]
+                            (node.args[0], *(rename(part, inner) for part in node.args[1:])), node.span)
+        return cel.map_children(node, lambda child: rename(child, bound))
 
-    return rename(expr)
+    return rename(expr, frozenset())
 
 
 _ARGUMENTS_READ: dict[int, tuple[cel.Expr, frozenset[str]]] = {}
