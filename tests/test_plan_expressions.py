@@ -233,3 +233,10 @@ def test_a_macro_variable_named_as_a_step_makes_no_edge_to_it():
 }""")).document.plans[0]
     graph = build_graph(plan)
     assert list(graph.pred["b"]) == ["a"] and list(graph.pred["c"]) == []  # `b` reads `a.result` outside too
+
+
+def test_unknown_step_never_suggests_the_step_itself():
+    found = diagnostics("plan p { step buildx after buildy { call t.x() } step deploy { call t.y() } }")
+    assert [(d.name, d.help) for d in found] == [("unknown-step", "the other steps are `deploy`")]
+    found = diagnostics("plan p { step buildx after buildy { call t.x() } step buildz { call t.y() } }")
+    assert [d.help for d in found] == ["did you mean `buildz`?"]

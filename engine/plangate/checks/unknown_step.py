@@ -21,7 +21,6 @@ MAX_SUGGESTIONS = 50
 
 def check(ctx: PlanContext) -> Iterator[Diagnostic]:
     ids = list(ctx.graph.steps)
-    listing = "the steps are " + ", ".join(f"`{i}`" for i in ids[:8]) + (", …" if len(ids) > 8 else "")
     seen: set[tuple[str, str]] = set()
     for index, name in enumerate(ctx.graph.dangling):
         if name.kind == "after":
@@ -29,7 +28,11 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
                 continue
             seen.add((name.step, name.name))
         where = "in `after`" if name.kind == "after" else "in a reference"
-        suggestion = did_you_mean(name.name, ids) if index < MAX_SUGGESTIONS else None
+        # the step itself is no answer: it cannot come after itself, nor read its own result so
+        suggestion = did_you_mean(name.name, (i for i in ids if i != name.step)) if index < MAX_SUGGESTIONS else None
+        others = [i for i in ids[:9] if i != name.step][:8]
+        listing = ("the other steps are " + ", ".join(f"`{i}`" for i in others) + (", …" if len(ids) > len(others) + 1 else "")
+                   if others else "the plan has no other step")
         yield diagnostic(
             "unknown-step", name.span,
             f"step `{name.step}` names `{name.name}` {where}, but the plan has no such step",
