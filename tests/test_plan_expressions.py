@@ -240,3 +240,20 @@ def test_unknown_step_never_suggests_the_step_itself():
     assert [(d.name, d.help) for d in found] == [("unknown-step", "the other steps are `deploy`")]
     found = diagnostics("plan p { step buildx after buildy { call t.x() } step buildz { call t.y() } }")
     assert [d.help for d in found] == ["did you mean `buildz`?"]
+
+
+def test_a_cycle_names_the_other_steps_of_its_group_and_a_self_dependency_is_one_diagnostic():
+    found = diagnostics("""plan p {
+  step a after b, c { call t.x() risk read_only }
+  step b after a { call t.x() risk read_only }
+  step c after a { call t.x() risk read_only }
+}""")
+    [cycle] = found
+    assert cycle.message == "the steps form a cycle through `after`: `a` → `b` → `a`"
+    assert cycle.notes[-1] == ("`c` and these steps depend on each other too: a cycle through them remains when "
+                               "this one is broken")
+    [itself] = diagnostics("plan p { step a after a { call t.x(v: a.result.v, w: a.result.w) risk read_only } }")
+    assert itself.message == "step `a` depends on itself: it is after itself and uses its own result as `a.result`"
+    assert [label.message for label in itself.labels] == ["and here", "and here"]
+    [both] = diagnostics("plan p { step a after b { call t.x(v: b.result.v) } step b { call t.x(v: a.result.v) } }")
+    assert "`a` depends on `b` by `after` and a reference to `b.result`" in both.notes

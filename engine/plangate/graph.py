@@ -82,7 +82,9 @@ class PlanGraph:
         """Steps in an order that respects every edge; ties keep the plan's order (DAGs only)."""
         return list(self._kahn())
 
-    def cycles(self) -> list[list[Edge]]:
+    def cycles(self) -> list[tuple[list[Edge], list[str]]]:
+        """One cycle per strongly connected group of steps (of two or more), with the group's steps
+        in plan order: the cycle need not pass through all of them."""
         if self.is_dag():
             return []
         import networkx as nx
@@ -96,8 +98,8 @@ class PlanGraph:
                 continue
             order = [step_id for step_id in self.steps if step_id in component]
             cycle = nx.find_cycle(graph.subgraph(component), source=order[0])
-            found.append([self.edges[(source, target)] for source, target in cycle])
-        found.sort(key=lambda edges: edges[0].span.start)
+            found.append(([self.edges[(source, target)] for source, target in cycle], order))
+        found.sort(key=lambda item: item[0][0].span.start)
         return found
 
 

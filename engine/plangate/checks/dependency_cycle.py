@@ -1,9 +1,10 @@
 """`dependency-cycle`: the plan must be a DAG.
 
-One diagnostic per strongly connected component, naming one cycle through it and saying, for each
-edge, whether it comes from `after` or from a `x.result` reference; and one per step that depends
-on itself (a cycle of one step: it is in its own `after` — once however often —, or names its own
-result `x.result`, at each place).
+One diagnostic per strongly connected group of steps, naming one cycle through it (and the group's
+other steps, which a cycle through them keeps alive after this one is broken) and saying, for each
+edge, whether it comes from `after`, from a `x.result` reference, or both; and one per step that
+depends on itself (a cycle of one step: in its own `after`, or naming its own result `x.result`,
+each place labelled).
 """
 
 from __future__ import annotations
@@ -12,35 +13,52 @@ from typing import Iterator
 
 from plangate.checks.context import PlanContext
 from plangate.diagnostics import Diagnostic, Label, diagnostic
+from plangate.graph import Edge
 
 
 def check(ctx: PlanContext) -> Iterator[Diagnostic]:
-    after_itself: set[str] = set()
+    by_step: dict[str, list[Edge]] = {}
     for edge in ctx.graph.self_edges:
-        if edge.kind == "after":
-            if edge.target in after_itself:
-                continue
-            after_itself.add(edge.target)
-        how = "is after itself" if edge.kind == "after" else f"uses its own result as `{edge.source}.result`"
-        help_text = ("remove it from its own `after`" if edge.kind == "after"
-                     else "inside `expect`, `idempotency` and `rollback` a step's own result is `result`")
-        yield diagnostic("dependency-cycle", edge.span, f"step `{edge.target}` depends on itself: it {how}",
-                         help=help_text)
-    for cycle in ctx.graph.cycles():
+        by_step.setdefault(edge.target, []).append(edge)
+    for step_id, edges in by_step.items():
+        after = [edge for edge in edges if edge.kind == "after"]
+        references = [edge for edge in edges if edge.kind == "reference"]
+        how = [*(["is after itself"] if after else []),
+               *([f"uses its own result as `{step_id}.result`"] if references else [])]
+        places = [*after[:1], *references]  # a name repeated in one `after` is one place
+        yield diagnostic(
+            "dependency-cycle", places[0].span, f"step `{step_id}` depends on itself: it {' and '.join(how)}",
+            labels=[Label(edge.span, "and here") for edge in places[1:]],
+            help="; ".join([*(["remove it from its own `after`"] if after else []),
+                               *(["inside `expect`, `idempotency` and `rollback` a step's own result is `result`"]
+                                 if references else [])]))
+    for cycle, group in ctx.graph.cycles():
         names = [edge.source for edge in cycle] + [cycle[0].source]
         path = " → ".join(f"`{name}`" for name in names)
-        labels = [
-            Label(edge.span, f"`{edge.target}` runs after `{edge.source}` "
-                             + ("(after)" if edge.kind == "after" else f"(uses `{edge.source}.result`)"))
-            for edge in cycle
-        ]
-        kinds = sorted({edge.kind for edge in cycle})
+        ways = [_ways(ctx, edge) for edge in cycle]
+        labels = [Label(edge.span, f"`{edge.target}` runs after `{edge.source}` ("
+                        + " and ".join("after" if way == "after" else f"uses `{edge.source}.result`" for way in edge_ways)
+                        + ")") for edge, edge_ways in zip(cycle, ways)]
+        kinds = sorted({way for edge_ways in ways for way in edge_ways})
         through = " and ".join("`after`" if kind == "after" else "references" for kind in kinds)
+        notes = [f"`{edge.target}` depends on `{edge.source}` by "
+                 + " and ".join("`after`" if way == "after" else f"a reference to `{edge.source}.result`" for way in edge_ways)
+                 for edge, edge_ways in zip(cycle, ways)]
+        others = [step_id for step_id in group if step_id not in names]
+        if others:
+            notes.append(", ".join(f"`{step_id}`" for step_id in others) + " and these steps depend on each other too: "
+                         "a cycle through them remains when this one is broken")
         yield diagnostic(
             "dependency-cycle", cycle[-1].span, f"the steps form a cycle through {through}: {path}",
-            labels=labels[:-1],
-            notes=[f"`{edge.target}` depends on `{edge.source}` by "
-                   + ("`after`" if edge.kind == "after" else f"a reference to `{edge.source}.result`")
-                   for edge in cycle],
+            labels=labels[:-1], notes=notes,
             help="remove one of these dependencies so the steps can run in some order",
         )
+
+
+def _ways(ctx: PlanContext, edge: Edge) -> list[str]:
+    """How `edge.target` depends on `edge.source`: by `after`, by a reference to its result, or
+    both (the graph keeps one edge per pair: the reference when there are both)."""
+    after = any(name.name == edge.source for name in ctx.graph.steps[edge.target].after)
+    if edge.kind == "reference":
+        return ["after", "reference"] if after else ["reference"]
+    return ["after"]
