@@ -997,3 +997,32 @@ def test_two_policies_of_one_id_are_told_apart_by_their_files_in_messages():
         "policies `base` (`a.policy`) and `base` (`b.policy`) disagree on `t.x`: risk `read_only` against "
         "`irreversible`: `irreversible` is kept",
         "policies `base` (`a.policy`) and `base` (`b.policy`) give `t.x` different `args`"]
+
+
+@pytest.mark.parametrize("condition", ['args["amount"] > 400.0', 'call.args["amount"] > 400.0', "size(args) > 0",
+                                       'args.exists(k, k == "amount") && args.amount > 400.0',
+                                       'args == {"amount": 450.0}', '"amount" in args && args.amount > 400.0'])
+def test_a_rule_naming_its_tool_may_use_args_as_the_map_it_is(condition):
+    """Typed with the tool's schema, `args` is still a map at run time (its keys the arguments):
+    indexing, `size`, macros and comparing it with a map are fine, and the rule fires."""
+    from plangate.driver import check_sources
+    from plangate.source import SourceFile
+
+    policy = SourceFile("a.policy", f"""policy p {{
+      tool pay.refund {{ risk read_only args {{ amount: double }} }}
+      deny "cap" when call.tool == "pay.refund" && {condition}
+    }}""")
+    plan = SourceFile("x.plan", "plan x { step s { call pay.refund(amount: 450.0) } }")
+    assert [d.name for d in check_sources([plan], [policy]).diagnostics] == ["policy-deny"]
+
+
+def test_an_index_of_an_argument_the_schema_lacks_is_a_rule_that_never_fires():
+    from plangate.driver import check_sources
+    from plangate.source import SourceFile
+
+    policy = SourceFile("a.policy", """policy p {
+      tool pay.refund { risk read_only args { amount: double } }
+      deny "cap" when call.tool == "pay.refund" && args["amont"] > 400.0
+    }""")
+    [found] = check_sources([], [policy]).diagnostics
+    assert found.name == "cel-type-error" and "no field `amont`" in found.message

@@ -177,6 +177,9 @@ def comparable(left: CelType, right: CelType) -> bool:
         return comparable(left.element, right.element)
     if isinstance(left, MapType) and isinstance(right, MapType):
         return comparable(left.key, right.key) and comparable(left.value, right.value)
+    for record, other in ((left, right), (right, left)):  # a record is a map of its fields at run time
+        if isinstance(record, RecordType) and not record.selected_only and isinstance(other, (MapType, RecordType)):
+            return not isinstance(other, MapType) or comparable(other.key, STRING)
     return False
 
 
@@ -296,6 +299,8 @@ class _Checker:
             element = collection.element
         elif isinstance(collection, MapType):
             element = collection.key
+        elif isinstance(collection, RecordType) and not collection.selected_only:
+            element = STRING  # a map of its fields at run time: its keys
         elif collection == DYN:
             element = DYN
         else:
@@ -351,6 +356,12 @@ class _Checker:
             if not comparable(container.key, key):
                 return self.error(expr.index.span, f"the keys of this `{container}` are `{container.key}`, not `{key}`")
             return container.value
+        if isinstance(container, RecordType) and not container.selected_only:  # a map of its fields at run time
+            if key not in (STRING, DYN):
+                return self.error(expr.index.span, f"the keys of `{container}` are strings, not `{key}`")
+            if isinstance(expr.index, Literal) and expr.index.kind == "string":
+                return self.select(container, str(expr.index.value), expr)  # `args["amount"]` is `args.amount`
+            return DYN
         if isinstance(container, RecordType):
             return self.error(expr.span, f"cannot index {_a(container)}",
                               help=f"select its fields instead: `{container.name}.field`")
@@ -412,7 +423,8 @@ class _Checker:
         return BOOL
 
     def size(self, argument: CelType, expr: Call) -> CelType:
-        if argument in (*_SIZED, DYN) or isinstance(argument, (ListType, MapType)):
+        if argument in (*_SIZED, DYN) or isinstance(argument, (ListType, MapType)) or (
+                isinstance(argument, RecordType) and not argument.selected_only):
             return INT
         return self.error(expr.span, f"`size` takes a string, bytes, list or map, not `{argument}`")
 
