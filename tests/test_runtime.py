@@ -2643,3 +2643,17 @@ def test_a_run_recorded_under_the_legacy_policy_hash_is_still_read(box):
     runtime.journal.append("forged", "run_started", {**first, "policy_hash": "sha256:" + "0" * 64})
     with pytest.raises(RunError, match="no longer compiles to its hash"):
         runtime.view("forged")
+
+
+def test_a_checks_evidence_does_not_claim_to_verify_a_step_that_was_skipped(box):
+    toolbox, runtime = box
+    toolbox.values["x"] = 0
+    run = start_plan(runtime, """
+  step x { call t.read(key: "x") }
+  step w { when x.result.value == 1 call t.write(name: "w") risk reversible_write idempotency "w" }
+  check cw after w { call t.read(key: "cw") expect result.value == null }
+""")
+    report = runtime.advance(run)
+    assert report.steps["w"]["state"] == "skipped" and report.steps["cw"]["state"] == "succeeded"
+    [evidence] = kinds(runtime, run, "evidence", "cw")
+    assert evidence.body["proves"] == "verifies no earlier step (`w` skipped: nothing of it to verify) — holds"

@@ -906,7 +906,7 @@ class Runtime:
             how = f"result given by the reconcile hook of `{step.call.tool}`"
         else:
             how = f"result reported by `{settled_by}` through `plangate reconcile`"
-        verifies = _verifies(view.plan, step)
+        verifies = _verifies(view, step)
         failed = []
         for expectation in step.expects:
             value = compile_expr(expectation.expr)(scope)
@@ -953,7 +953,7 @@ class Runtime:
             return None
         return {"what": f"check `{step.id}`: {step.call.tool}", "observed": None,  # type: ignore[union-attr]
                 "when": _now_iso(self.clock()), "how": f"`{step.call.tool}`: {why}",  # type: ignore[union-attr]
-                "proves": f"{_verifies(view.plan, step)} — not shown: the call failed",
+                "proves": f"{_verifies(view, step)} — not shown: the call failed",
                 "step": step.id, "passed": False}
 
     # ------------------------------------------------------------------ operators
@@ -1936,10 +1936,17 @@ def _predecessors(plan: Plan, step: Step) -> dict[str, str]:
     return _index(plan).predecessors[step.id]
 
 
-def _verifies(plan: Plan, step: Step) -> str:
-    """What a check's evidence is about: "verifies `a`, `b`" (the steps it comes after or reads)."""
-    before = _predecessors(plan, step)
-    return ("verifies " + ", ".join(f"`{p}`" for p in before)) if before else "verifies no earlier step"
+def _verifies(view: RunView, step: Step) -> str:
+    """What a check's evidence is about: "verifies `a`, `b`" (the steps it comes after or reads, and
+    that ran); a step before it that was skipped made no effect to verify, and is said so."""
+    before = _predecessors(view.plan, step)
+    ran = [name for name in before if view.states.get(name) != "skipped"]
+    skipped = [name for name in before if name not in ran]
+    said = ("verifies " + ", ".join(f"`{p}`" for p in ran)) if ran else "verifies no earlier step"
+    if skipped:
+        said += " (" + ", ".join(f"`{p}`" for p in skipped) + " skipped: nothing of " + \
+                ("it" if len(skipped) == 1 else "them") + " to verify)"
+    return said
 
 
 def _results_read(view: RunView, step: Step) -> dict[str, Any]:
