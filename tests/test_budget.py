@@ -1113,3 +1113,27 @@ def test_conditions_on_a_whole_result_are_never_all_skipped_together():
     assert found.severity.value == "error" and "can take `10s`" in found.message
     assert found.notes[1] == ("conditions that do not hold (so those steps are skipped): `g2` (`a.result.s != \"go\"` "
                               "with `a.result.s` absent); `g1` (`a.result.s == \"go\"` with `a.result.s` absent)")
+
+
+@pytest.mark.parametrize("reader", [
+    ('step a { call t.a(x: 1) time 2s expect result.s == "ok" }', "step f { call t.a(x: 6) time 2s }"),
+    ("step a { call t.a(x: 1) time 2s }", "step f { call t.a(x: 6, tag: a.result.s) time 2s }"),
+    ("step a { call t.a(x: 1) time 2s }", "step f { call t.a(x: 6) time 2s idempotency a.result.s.id }"),
+])
+def test_a_condition_is_not_skipped_by_absence_when_its_field_is_read_elsewhere(reader):
+    """Every `when` of the group failing was taken to come from `a.result.s` being absent; but `a`'s
+    own `expect` needs it (a run without it fails `a`), or another step's argument reads it (that
+    step fails at once, making no call): such a run is not the one simulated, so no error."""
+    first, last = reader
+    plan = f"""plan p {{
+      budget {{ time <= 9s }}
+      {first}
+      step g2 {{ when a.result.s != "go" call t.a(x: 1) time 1s }}
+      step g1 {{ when a.result.s == "go" call t.a(x: 2) time 0s }}
+      step c {{ call t.a(x: 3) time 4s }}
+      step d after g2 {{ call t.a(x: 4) time 6s }}
+      step e after g1, g2 {{ call t.a(x: 5) time 3s }}
+      {last}
+    }}"""
+    found = diagnostics(plan, "policy q { tool t.* { risk read_only } limit concurrency <= 2 }")
+    assert [(d.name, d.severity.value) for d in found] == [("budget-exceeded", "warning")]

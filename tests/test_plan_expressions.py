@@ -250,10 +250,16 @@ def test_a_cycle_names_the_other_steps_of_its_group_and_a_self_dependency_is_one
 }""")
     [cycle] = found
     assert cycle.message == "the steps form a cycle through `after`: `a` → `b` → `a`"
-    assert cycle.notes[-1] == ("`c` and these steps depend on each other too: a cycle through them remains when "
+    assert cycle.notes[-1] == ("`c` and these steps depend on each other too: a cycle through them may remain when "
                                "this one is broken")
     [itself] = diagnostics("plan p { step a after a { call t.x(v: a.result.v, w: a.result.w) risk read_only } }")
     assert itself.message == "step `a` depends on itself: it is after itself and uses its own result as `a.result`"
     assert [label.message for label in itself.labels] == ["and here", "and here"]
     [both] = diagnostics("plan p { step a after b { call t.x(v: b.result.v) } step b { call t.x(v: a.result.v) } }")
     assert "`a` depends on `b` by `after` and a reference to `b.result`" in both.notes
+
+
+def test_a_long_cycle_is_shown_by_its_ends():
+    steps = "\n".join(f"  step s{i} after s{(i + 1) % 40} {{ call t.x() }}" for i in range(40))
+    [found] = diagnostics(f"plan p {{\n{steps}\n}}")
+    assert " → … (25 more) → " in found.message and len(found.notes) == 9 and len(found.labels) == 8

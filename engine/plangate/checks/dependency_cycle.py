@@ -15,6 +15,8 @@ from plangate.checks.context import PlanContext
 from plangate.diagnostics import Diagnostic, Label, diagnostic
 from plangate.graph import Edge
 
+LISTED = 8  # steps of a long cycle shown at each end, and of its group's others
+
 
 def check(ctx: PlanContext) -> Iterator[Diagnostic]:
     by_step: dict[str, list[Edge]] = {}
@@ -35,6 +37,11 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
     for cycle, group in ctx.graph.cycles():
         names = [edge.source for edge in cycle] + [cycle[0].source]
         path = " → ".join(f"`{name}`" for name in names)
+        if len(cycle) > 2 * LISTED:  # a long cycle: its ends, and each of its first edges explained
+            path = (" → ".join(f"`{name}`" for name in names[:LISTED]) + f" → … ({len(cycle) - 2 * LISTED + 1} more) → "
+                    + " → ".join(f"`{name}`" for name in names[-LISTED:]))
+        on_cycle = set(names)
+        cycle = cycle[:LISTED] + cycle[-1:] if len(cycle) > 2 * LISTED else cycle
         ways = [_ways(ctx, edge) for edge in cycle]
         labels = [Label(edge.span, f"`{edge.target}` runs after `{edge.source}` ("
                         + " and ".join("after" if way == "after" else f"uses `{edge.source}.result`" for way in edge_ways)
@@ -44,10 +51,12 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
         notes = [f"`{edge.target}` depends on `{edge.source}` by "
                  + " and ".join("`after`" if way == "after" else f"a reference to `{edge.source}.result`" for way in edge_ways)
                  for edge, edge_ways in zip(cycle, ways)]
-        others = [step_id for step_id in group if step_id not in names]
+        others = [step_id for step_id in group if step_id not in on_cycle]
         if others:
-            notes.append(", ".join(f"`{step_id}`" for step_id in others) + " and these steps depend on each other too: "
-                         "a cycle through them remains when this one is broken")
+            shown = ", ".join(f"`{step_id}`" for step_id in others[:LISTED]) + (
+                f" and {len(others) - LISTED} more" if len(others) > LISTED else "")
+            notes.append(f"{shown} and these steps depend on each other too: a cycle through them may remain when "
+                         "this one is broken")
         yield diagnostic(
             "dependency-cycle", cycle[-1].span, f"the steps form a cycle through {through}: {path}",
             labels=labels[:-1], notes=notes,

@@ -138,6 +138,7 @@ class WeightGroup:
 class Branches:
     def __init__(self, graph: PlanGraph, loads: Loads, time_bound: float) -> None:
         self.loads = loads
+        self.graph = graph
         self.steps = graph.steps
         self.time_bound = time_bound
         self.position = {step: index for index, step in enumerate(loads.steps)}
@@ -162,6 +163,7 @@ class Branches:
         self._possible_runs: list[bool] | None = None
         self._weight_groups: list[WeightGroup] | None = None
         self._silent: dict[int, bool] | None = None  # component → it can fire none of its guards
+        self._deadline = 0.0  # set by `solve`
         self.solver_seconds = 0.0  # wall time spent waiting for the solver (for benchmarks)
         self.solved_by_worker: set[str] = set()  # the shapes the solver settled (the others: simple.py)
 
@@ -319,6 +321,7 @@ class Branches:
         shapes: dict[str, int] = {}
         unique: list[solve.PatternGroup] = []
         deadline = time.monotonic() + self.time_bound  # one bound for the simple pass and the solver
+        self._deadline = deadline  # and for the questions asked later (`silent_components`)
         hard = [component for component in self.components if not self._settle_simply(component, deadline)]
         for component in hard:
             group = self.pattern_group(component)
@@ -373,23 +376,32 @@ class Branches:
     def silent_components(self, choice: Mapping[int, int | None]) -> list[int]:
         """The settled components of `choice` that fire a pattern and can instead fire none of their
         guards (a choice of `None`: the schedule search tries runs with those steps skipped, since a
-        branch with less work can take longer). A simple component can when each of its atoms tests
-        a field under a result (`x.result.f`, which a result may lack; the result itself is there,
-        `null` at worst) and none holds of an absent field (every atom then fails: its fields
-        absent); one the solver settled, when it says no guard need fire. Asked of the solver once,
-        in one batch."""
+        branch with less work can take longer).
+
+        Every guard failing is taken to come from the fields its conditions read being absent from
+        the results, which has no other effect only where nothing else in the plan reads those
+        fields (an argument, a key, another `when`, the producing step's own `expect`, which would
+        fail first): a component whose fields are read elsewhere is not silent. Of the others, a
+        simple one is when each atom tests a field under a result (a result itself is there, `null`
+        at worst) and none holds of an absent one; one the solver settled, when it says no guard
+        need fire — asked in one batch, of at most `MAX_SILENT` components, within what is left of
+        the bound `solve` set."""
         if self._silent is None:
             self._silent = {}
+            elsewhere = _fields_read_outside_guards(self.graph, self.guards)
             asked: list[int] = []
             for index, component in enumerate(self.components):
                 if component.patterns is None:
                     continue
+                if any(_overlaps(path, elsewhere) for guard in component.guards for path in self.guards[guard].paths):
+                    continue
                 if component.atoms is not None:  # a field under a result may be absent; the result itself is
                     self._silent[index] = all(atom.op != "absent" and atom.path.count(".") >= 2  # (`null` at worst)
                                               for atoms in component.atoms for atom in atoms)
-                elif component.group is not None:
+                elif component.group is not None and len(asked) < MAX_SILENT:
                     asked.append(index)
-            if asked:
+            left = self._deadline - time.monotonic()
+            if asked and left > 0:
                 queries = []
                 for index in asked:
                     group = self.components[index].group
@@ -397,7 +409,7 @@ class Branches:
                     none = " ".join(group.fires)
                     queries.append(solve.Query(f"{group.smt}\n(assert (not (or false {none})))"))
                 started = time.perf_counter()
-                answers = solve.check(queries, self.time_bound)
+                answers = solve.check(queries, left)
                 self.solver_seconds += time.perf_counter() - started
                 for index, answer in zip(asked, answers):
                     self._silent[index] = answer.status == "sat"
@@ -586,6 +598,46 @@ def _union_find() -> tuple[dict[str, str], Callable[[str], str]]:
         return item
 
     return parent, find
+
+
+MAX_SILENT = 64  # solver-settled components asked whether none of their guards need fire
+
+
+def _fields_read_outside_guards(graph: PlanGraph, guards: Mapping[str, "Guard"]) -> set[str]:
+    """The result fields (`x.result.f…`) the plan's expressions read, but the `when`s of guarded
+    steps: arguments, rollback arguments, keys, `expect`s (a step's own `result.f` as `x.result.f`)
+    and unguarded `when`s."""
+    from plangate.cel.ast import Select
+    from plangate.graph import step_expressions
+
+    found: set[str] = set()
+    for step_id, step in graph.steps.items():
+        for clause, expr in step_expressions(step):
+            if clause == "when" and step_id in guards:
+                continue
+            for node in walk(expr):
+                fields: list[str] = []
+                while isinstance(node, Select):
+                    fields.append(node.field)
+                    node = node.operand
+                if not isinstance(node, Ident) or not fields:
+                    continue
+                fields.reverse()
+                if node.name == "result" and clause in ("expect", "idempotency", "rollback"):
+                    found.add(".".join([step_id, "result", *fields]))
+                elif node.name in graph.steps and fields[0] == "result" and len(fields) > 1:
+                    found.add(".".join([node.name, *fields]))
+    return found
+
+
+def _overlaps(path: str, read: set[str]) -> bool:
+    """Whether `path`, a field under it, or a field above it (but a whole result) is in `read`."""
+    if path in read:
+        return True
+    parts = path.split(".")
+    if any(".".join(parts[:end]) in read for end in range(3, len(parts))):
+        return True
+    return any(other.startswith(path + ".") for other in read)
 
 
 def _by_referenced_steps(conditions: Mapping[str, Expr], graph: PlanGraph) -> list[list[str]]:
