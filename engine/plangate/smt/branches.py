@@ -389,11 +389,12 @@ class Branches:
         if self._silent is None:
             self._silent = {}
             elsewhere = _fields_read_outside_guards(self.graph, self.guards)
+            above = {".".join(path.split(".")[:end]) for path in elsewhere for end in range(2, path.count(".") + 1)}
             asked: list[int] = []
             for index, component in enumerate(self.components):
                 if component.patterns is None:
                     continue
-                if any(_overlaps(path, elsewhere) for guard in component.guards for path in self.guards[guard].paths):
+                if any(_overlaps(path, elsewhere, above) for guard in component.guards for path in self.guards[guard].paths):
                     continue
                 if component.atoms is not None:  # a field under a result may be absent; the result itself is
                     self._silent[index] = all(atom.op != "absent" and atom.path.count(".") >= 2  # (`null` at worst)
@@ -630,14 +631,13 @@ def _fields_read_outside_guards(graph: PlanGraph, guards: Mapping[str, "Guard"])
     return found
 
 
-def _overlaps(path: str, read: set[str]) -> bool:
-    """Whether `path`, a field under it, or a field above it (but a whole result) is in `read`."""
-    if path in read:
+def _overlaps(path: str, read: set[str], above: set[str]) -> bool:
+    """Whether `path`, a field under it (`path` is in `above`, the paths above those read), or a
+    field above it (but a whole result) is in `read`."""
+    if path in read or path in above:
         return True
     parts = path.split(".")
-    if any(".".join(parts[:end]) in read for end in range(3, len(parts))):
-        return True
-    return any(other.startswith(path + ".") for other in read)
+    return any(".".join(parts[:end]) in read for end in range(3, len(parts)))
 
 
 def _by_referenced_steps(conditions: Mapping[str, Expr], graph: PlanGraph) -> list[list[str]]:
