@@ -625,3 +625,17 @@ def test_a_renamed_rule_a_new_reason_and_a_new_version_are_listed_as_rewrites(tm
     # renamed and changed: a removal and an addition, as before
     code, report, _ = diff(tmp_path, capsys, old, new.replace("args.x > 5", "args.x > 6"))
     assert code == 1 and {"deny old-name", "deny new-name"} <= {c["subject"] for c in report["changes"]}
+
+
+def test_a_witness_never_declares_less_risk_than_the_catalogue_of_a_side_that_allows_it(tmp_path, capsys):
+    """A call declaring less than its tool's catalogue risk is refused there (`risk-underdeclared`,
+    the gate, `plangate test`): a witness the allowing side would refuse shows no difference."""
+    rules = 'require approval when step.risk >= external_write by role "op"\n'
+    code, report, _ = diff(tmp_path, capsys, policy(REFUND + rules + 'deny "cap" when args.amount > 500.0'),
+                           policy(REFUND + rules + 'deny "cap" when args.amount > 200.0'))
+    [witness] = [change["witness"] for change in report["changes"] if change["kind"] == "tightened"]
+    assert witness["declared_risk"] in (None, "irreversible") and witness["old"]["allowed"]
+    # lowering a tool's risk lets through a call that declares the lower risk: a real loosening
+    low = "tool pay.refund { risk reversible_write args { amount: double } }\n"
+    code, report, text = diff(tmp_path, capsys, policy(REFUND + rules), policy(low + rules))
+    assert "the call declares risk `reversible_write`, below `irreversible`" in text

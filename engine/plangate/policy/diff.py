@@ -11,7 +11,9 @@ the runtime decide:
   condition errors does not fire);
 - `step.risk` is the effective risk: the higher of the declared risk and the entry's, or
   `irreversible` when neither says (so one call may have a different `step.risk` under OLD and
-  under NEW, when their catalogues rate its tool differently); likewise `step.cost` and
+  under NEW, when their catalogues rate its tool differently); a call that declares less than
+  the entry's risk is refused (`risk-underdeclared`, as the gate and `plangate test` refuse it);
+  likewise `step.cost` and
   `step.time` are the declared figure, else the entry's cap, else 0 (one per side where the caps
   differ);
 - the calls compared are those both policies' limits and caps admit: a step retrying more than
@@ -452,7 +454,7 @@ class _Model:
         return {"double": "true", "int": whole, "uint": f"(and {whole} (<= 0.0 {name}))"}.get(kind, "false")
 
     def _background(self, risks: dict[str, Risk | None]) -> None:
-        from plangate.smt.encode import string_text
+        from plangate.smt.encode import conj, string_text
 
         encoder = self.encoder
         if self.tool_class.exact is None:
@@ -470,6 +472,11 @@ class _Model:
                 risk, d = risks[side], declared.name
                 effective = f"(ite (= {d} (- 1)) 3 {d})" if risk is None else f"(ite (< {d} {int(risk)}) {int(risk)} {d})"
                 self.facts.append(f"(assert (= {variable.name} {effective}))")
+            for side in SIDES:  # a call declaring less than its tool's catalogue risk is refused there
+                risk = risks[side]
+                if risk is not None:
+                    state = self.sides[side]
+                    state.conform = conj(state.conform, f"(or (= {declared.name} (- 1)) (<= {int(risk)} {declared.name}))")
         bounds = {"step.retry": "(<= 0 {})", "plan.version": "(<= 0 {})",
                   "step.kind": f'(or (= {{0}} {string_text("step")}) (= {{0}} {string_text("check")}))'}
         for path, fact in bounds.items():
@@ -738,12 +745,16 @@ class Decision:
 
 
 def decide_witness(policy: CompiledPolicy, entry: CatalogueEntry | None, witness: Witness) -> Decision:
+    from plangate.checks.catalogue import underdeclared
     from plangate.policy.decide import evaluator_for
 
     decision = evaluator_for(policy).decide_call(witness.activation(entry))
     reasons: list[str] = []
     if entry is None and policy.unknown_tools != "warn":
         reasons.append(f"`{witness.tool}` is not in its catalogue")
+    lower = underdeclared(witness.tool, Risk(witness.declared) if witness.declared is not None else None, entry)
+    if lower is not None:
+        reasons.append(lower)
     if entry is not None and entry.args is not None:
         reasons += _argument_problems(entry.args, witness.args)
     reasons += [f"denied by `{rule.name}`" for rule in decision.denied_by]
@@ -1130,7 +1141,7 @@ def _allow_changes(results: dict[Question, list[Finding]], changes: list[Change]
 
 
 def _reason_kind(reason: str) -> str:
-    if reason.endswith("is not in its catalogue"):
+    if reason.endswith(("is not in its catalogue", "in the catalogue")):  # unknown, or declared below its risk
         return "catalogue"
     if reason.startswith("denied by"):
         return reason
