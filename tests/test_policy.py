@@ -896,6 +896,11 @@ def test_a_test_block_with_an_error_inside_fails(tmp_path, capsys):
     cases = {case.get("name"): case for case in ET.fromstring(out).iter("testcase")}
     assert cases["two calls"].find("failure") is not None and "duplicate-clause" in ET.tostring(cases["two calls"], "unicode")
     assert cases["fine"].find("failure") is None
+    code, out, _ = run(capsys, "test", str(policy), "--format", "json")
+    report = json.loads(out)
+    failed = [d for d in report["diagnostics"] if d["name"] == "policy-test-failed"]
+    assert len(failed) == report["summary"]["failed"] == 2  # each failure says why, as PG601
+    assert "its block holds an error (`duplicate-clause`" in failed[0]["message"]
 
 
 def test_an_entry_takes_what_it_leaves_unsaid_from_its_policys_next_entry_for_the_tool():

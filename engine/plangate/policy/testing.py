@@ -105,6 +105,12 @@ def _run_policy_tests(paths: Sequence[str]) -> PolicyTestResult:
             # an error inside the block (two `call`s, an unknown risk) fails its test: what it decided is not what was written
             inside = [d for d in found if d.severity is Severity.ERROR and d.span.file == test.span.file
                       and test.span.start <= d.span.start < test.span.end]
+            if inside and outcome.passed:  # it would pass but for the error: say why it fails
+                problems.append(diagnostic(
+                    "policy-test-failed", test.span,
+                    f"test `{test.name}` fails: its block holds an error (`{inside[0].name}`: "
+                    f"{inside[0].message}), so what was decided is not what the test says",
+                    help="fix the error in the test's block"))
             outcome.passed = outcome.passed and not inside
             outcome.file, outcome.problems = test.span.file, [*inside, *problems]
             result.outcomes.append(outcome)
