@@ -806,3 +806,20 @@ def test_a_risk_class_written_as_a_string_gets_the_fix(text, fix):
     policy = SourceFile("q.policy", f'policy q {{ tool t.x {{ risk read_only }} deny "d" when {text} }}')
     [found] = check_sources([], [policy]).diagnostics
     assert found.name == "cel-type-error" and found.help == f"risk classes are constants, not strings: write `{fix}`"
+
+
+def test_negating_the_least_int_literal_again_overflows_as_printed_and_reparsed():
+    """`-9223372036854775808` is one literal; a second `-` leaves the range and overflows when
+    evaluated — it is not folded back into a literal (`---9223372036854775808` had read as the
+    least int, where its printed tree overflows)."""
+    from plangate.cel.ast import Binary, ListExpr, Literal, Unary, to_source
+    from plangate.cel.evaluate import CelError, compile_expr
+    from plangate.source import SourceFile
+    from plangate.syntax.parser import parse_expression
+
+    tree = Binary("in", Unary("-", Unary("-", Literal(-9223372036854775808, "int"))), ListExpr(()))
+    reparsed, problems = parse_expression(SourceFile("x", to_source(tree)))
+    assert not problems and reparsed == tree
+    assert isinstance(compile_expr(reparsed)({}), CelError)
+    assert parse_expression(SourceFile("x", "-9223372036854775808"))[0] == Literal(-9223372036854775808, "int")
+    assert parse_expression(SourceFile("x", "--5"))[0] == Literal(5, "int")

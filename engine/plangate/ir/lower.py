@@ -28,6 +28,8 @@ from plangate.diagnostics import Diagnostic, Label, diagnostic
 from plangate.ir import nodes as ir
 from plangate.source import Span
 
+_INT_MAX = (1 << 63) - 1
+
 MAX_EXPRESSION_DEPTH = 256
 MAX_NUMBER_DIGITS = 40  # of a whole number, and the digits and decimal places of an amount
 MAX_DURATION_DIGITS = 15  # some 30 million years in seconds
@@ -660,8 +662,12 @@ class Lowering(Transformer):
         return self._checked(cel.Unary("!", operand, self._span(bang, operand)))
 
     def neg_op(self, children: list) -> cel.Expr:
+        """`-x`; of a number literal, the negative literal (`-9223372036854775808` is the least int,
+        whose digits alone are past the range) — but not where negating a negative int literal
+        leaves the range (`--9223372036854775808` overflows when evaluated, as CEL has it)."""
         minus, operand = children
-        if isinstance(operand, cel.Literal) and operand.kind in ("int", "double"):
+        if isinstance(operand, cel.Literal) and operand.kind in ("int", "double") and not (
+                operand.kind == "int" and operand.value < 0 and -operand.value > _INT_MAX):  # type: ignore[operator]
             return cel.Literal(-operand.value, operand.kind, self._span(minus, operand))  # type: ignore[operator]
         return self._checked(cel.Unary("-", operand, self._span(minus, operand)))
 
