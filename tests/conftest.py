@@ -1,8 +1,21 @@
-"""Shared pytest configuration for the plangate tests."""
+"""Shared pytest configuration for the plangate tests.
+
+Property tests (hypothesis) draw their examples from a fixed seed per test, so a run of the suite
+— CI's included — tries the same cases every time and passes or fails for a reason in the code,
+not in the draw. `PLANGATE_HYPOTHESIS=explore python -m pytest` draws fresh examples instead, to
+look for new failures (each one found then becomes a test of its own).
+"""
 
 from __future__ import annotations
 
+import os
+
 import pytest
+from hypothesis import settings
+
+settings.register_profile("fixed", derandomize=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("PLANGATE_HYPOTHESIS", "fixed"))
 
 
 def pytest_addoption(parser):
