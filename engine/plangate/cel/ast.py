@@ -151,11 +151,17 @@ def walk(expr: Expr) -> Iterator[Expr]:
             stack.extend(reversed(_CHILDREN[kind](node)))
 
 
-def root_ident(expr: Expr) -> Ident | None:
-    """`a` for `a.b[c].d`; None when the chain does not start at an identifier."""
-    while isinstance(expr, (Select, Index)):
+def field_chain(expr: Expr) -> tuple[str, list[str]] | None:
+    """`a.b.c` as ("a", ["b", "c"]): the identifier a chain of field selections starts at and its
+    fields in order (none for `a` alone); None when it starts at anything else (a call, an index)."""
+    fields: list[str] = []
+    while isinstance(expr, Select):
+        fields.append(expr.field)
         expr = expr.operand
-    return expr if isinstance(expr, Ident) else None
+    if not isinstance(expr, Ident):
+        return None
+    fields.reverse()
+    return expr.name, fields
 
 
 MACROS = {"all": 2, "exists": 2, "exists_one": 2, "filter": 2, "map": (2, 3)}

@@ -166,15 +166,11 @@ def _reads_unknown(expr: cel.Expr, activation: dict[str, Any]) -> bool:
     for node in cel.walk(expr):
         if id(node) in selected or not isinstance(node, (cel.Select, cel.Ident)):
             continue  # only the outermost node of each `a.b.c` chain
-        fields: list[str] = []
-        root: cel.Expr = node
-        while isinstance(root, cel.Select):
-            fields.append(root.field)
-            root = root.operand
-        if not isinstance(root, cel.Ident) or root.name not in activation:
+        chain = cel.field_chain(node)
+        if chain is None or chain[0] not in activation:
             continue  # a chain over a computed value: its parts are outermost chains of their own
-        value: Any = activation[root.name]
-        for key in reversed(fields):
+        value: Any = activation[chain[0]]
+        for key in chain[1]:
             if isinstance(value, Unknown):
                 return True
             if not isinstance(value, dict) or key not in value:

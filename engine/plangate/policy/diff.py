@@ -723,12 +723,9 @@ def read_paths(conditions: list[cel.Expr | None]) -> frozenset[str]:
         if condition is None:
             continue
         for node in cel.walk(condition):
-            fields: list[str] = []
-            while isinstance(node, cel.Select):
-                fields.append(node.field)
-                node = node.operand
-            if isinstance(node, cel.Ident) and fields:
-                found.add(".".join([node.name, *reversed(fields)]))
+            chain = cel.field_chain(node)
+            if chain is not None and chain[1]:
+                found.add(".".join([chain[0], *chain[1]]))
     return frozenset(found)
 
 

@@ -235,13 +235,9 @@ def depends_on_results(expr: cel.Expr) -> bool:
 
 def result_path(expr: cel.Expr) -> str | None:
     """`x.result.a.b` for a bare select chain from a step's result, else None."""
-    fields: list[str] = []
-    node = expr
-    while isinstance(node, cel.Select):
-        fields.append(node.field)
-        node = node.operand
-    if isinstance(node, cel.Ident) and fields and fields[-1] == "result":
-        return ".".join([node.name, *reversed(fields)])
+    chain = cel.field_chain(expr)
+    if chain is not None and chain[1] and chain[1][0] == "result":
+        return ".".join([chain[0], *chain[1]])
     return None
 
 

@@ -54,7 +54,7 @@ from typing import Callable, Iterator, Mapping, Sequence
 
 from plangate import budget
 from plangate.budget import Loads
-from plangate.cel.ast import Expr, Ident, walk
+from plangate.cel.ast import Expr, Ident, field_chain, walk
 from plangate.cel.evaluate import constant_when
 from plangate.graph import PlanGraph
 from plangate.smt import simple, solve
@@ -608,7 +608,6 @@ def _fields_read_outside_guards(graph: PlanGraph, guards: Mapping[str, "Guard"])
     """The result fields (`x.result.f…`) the plan's expressions read, but the `when`s of guarded
     steps: arguments, rollback arguments, keys, `expect`s (a step's own `result.f` as `x.result.f`)
     and unguarded `when`s."""
-    from plangate.cel.ast import Select
     from plangate.graph import step_expressions
 
     found: set[str] = set()
@@ -617,17 +616,14 @@ def _fields_read_outside_guards(graph: PlanGraph, guards: Mapping[str, "Guard"])
             if clause == "when" and step_id in guards:
                 continue
             for node in walk(expr):
-                fields: list[str] = []
-                while isinstance(node, Select):
-                    fields.append(node.field)
-                    node = node.operand
-                if not isinstance(node, Ident) or not fields:
+                chain = field_chain(node)
+                if chain is None or not chain[1]:
                     continue
-                fields.reverse()
-                if node.name == "result" and clause in ("expect", "idempotency", "rollback"):
+                root, fields = chain
+                if root == "result" and clause in ("expect", "idempotency", "rollback"):
                     found.add(".".join([step_id, "result", *fields]))
-                elif node.name in graph.steps and fields[0] == "result" and len(fields) > 1:
-                    found.add(".".join([node.name, *fields]))
+                elif root in graph.steps and fields[0] == "result" and len(fields) > 1:
+                    found.add(".".join([root, *fields]))
     return found
 
 

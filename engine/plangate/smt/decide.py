@@ -47,7 +47,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from plangate.cel.ast import Expr
+from plangate.cel.ast import Expr, field_chain
 from plangate.smt import solve
 from plangate.smt.encode import Encoder, Unknown, Unsupported, collection_kinds, conj, store_path
 
@@ -132,16 +132,11 @@ def pinned_by(given: Sequence[Expr], activation: Mapping[str, object]) -> dict[s
 def _unknown_path(expr: Expr, activation: Mapping[str, object]) -> str | None:
     """The path of the run-time value a chain `x.a.b` reads (the `Unknown` it reaches, and the
     fields below it), or None when it reads no such value."""
-    from plangate.cel.ast import Ident, Select
-
-    fields: list[str] = []
-    while isinstance(expr, Select):
-        fields.append(expr.field)
-        expr = expr.operand
-    if not isinstance(expr, Ident) or expr.name not in activation:
+    chain = field_chain(expr)
+    if chain is None or chain[0] not in activation:
         return None
-    fields.reverse()
-    value = activation[expr.name]
+    root, fields = chain
+    value = activation[root]
     for index, name in enumerate(fields):
         if isinstance(value, Unknown):
             return ".".join([value.path, *fields[index:]])
