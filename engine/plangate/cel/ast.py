@@ -175,6 +175,13 @@ def is_macro(expr: Call) -> bool:
     return len(expr.args) in (arities if isinstance(arities, tuple) else (arities,))
 
 
+def macro_parts(expr: Call, bound: frozenset[str]) -> list[tuple[Expr, frozenset[str]]]:
+    """A macro's parts (`is_macro`) with the names bound in each, in `walk`'s order: its target
+    with `bound`, the rest with its variable too (`xs.all(x, p)`: `x` is bound in `p` only)."""
+    inner = bound | {expr.args[0].name}  # type: ignore[attr-defined]
+    return [(expr.target, bound), *((part, inner) for part in expr.args[1:])]  # type: ignore[list-item]
+
+
 def step_references(expr: Expr, bound: frozenset[str] = frozenset()) -> list[tuple[str, Span]]:
     """Each `x.result…` in `expr` (in the order of `walk`): the step id `x` and the span of the
     identifier; not `result.result` (a field of the step's own result, `result` being no step id)
@@ -195,11 +202,9 @@ def step_references(expr: Expr, bound: frozenset[str] = frozenset()) -> list[tup
         elif kind is Binary:
             push(node.right)
             push(node.left)
-        elif kind is Call and is_macro(node):  # in `walk`'s order: the target, then the macro's parts
-            found += step_references(node.target, bound)
-            inner = bound | {node.args[0].name}
-            for part in node.args[1:]:
-                found += step_references(part, inner)
+        elif kind is Call and is_macro(node):
+            for part, names in macro_parts(node, bound):
+                found += step_references(part, names)
         elif kind is not Literal and kind is not Ident:
             stack.extend(reversed(_CHILDREN[kind](node)))
     return found
@@ -223,10 +228,8 @@ def uses_bare_result(expr: Expr, bound: frozenset[str] = frozenset()) -> Span | 
             push(node.right)
             push(node.left)
         elif kind is Call and is_macro(node):
-            found = uses_bare_result(node.target, bound)
-            inner = bound | {node.args[0].name}
-            for part in node.args[1:]:
-                found = found or uses_bare_result(part, inner)
+            found = next((span for part, names in macro_parts(node, bound)
+                          if (span := uses_bare_result(part, names)) is not None), None)
             if found is not None:
                 return found
         elif kind is not Literal:

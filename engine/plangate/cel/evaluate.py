@@ -70,7 +70,7 @@ from typing import Any, Callable, Iterator, Mapping
 import re2
 
 from plangate.cel.ast import (Binary, Call, Conditional, Expr, Ident, Index, ListExpr, Literal, MapExpr,
-                              Select, Unary, children, is_macro)
+                              Select, Unary, children, is_macro, macro_parts)
 
 INT_MIN = -(1 << 63)
 INT_MAX = (1 << 63) - 1
@@ -1150,9 +1150,7 @@ def reads_a_name(expr: Expr) -> bool:
         elif kind is Literal:
             continue
         elif kind is Call and is_macro(node):  # type: ignore[arg-type]
-            stack.append((node.target, bound))  # type: ignore[union-attr]
-            inside = bound | {node.args[0].name}  # type: ignore[union-attr]
-            stack.extend((part, inside) for part in node.args[1:])  # type: ignore[union-attr]
+            stack.extend(macro_parts(node, bound))  # type: ignore[arg-type]
         else:
             stack.extend((child, bound) for child in children(node))
     return False

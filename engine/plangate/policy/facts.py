@@ -144,9 +144,9 @@ def rename_steps(expr: cel.Expr, steps: "Container[str]") -> cel.Expr:
         if isinstance(node, cel.Ident):
             return cel.Ident(step_key(node.name), node.span) if node.name in steps and node.name not in bound else node
         if isinstance(node, cel.Call) and cel.is_macro(node):
-            inner = bound | {node.args[0].name}  # type: ignore[attr-defined]
-            return cel.Call(node.function, rename(node.target, bound),  # type: ignore[arg-type]
-                            (node.args[0], *(rename(part, inner) for part in node.args[1:])), node.span)
+            (target, outside), *parts = cel.macro_parts(node, bound)
+            return cel.Call(node.function, rename(target, outside),
+                            (node.args[0], *(rename(part, names) for part, names in parts)), node.span)
         return cel.map_children(node, lambda child: rename(child, bound))
 
     return rename(expr, frozenset())
