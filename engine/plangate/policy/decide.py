@@ -191,11 +191,10 @@ def _seconds_for_durations(value: Any) -> Any:
     replaced by its number of seconds."""
     from plangate.cel.evaluate import Duration
 
-    if isinstance(value, Duration):  # still a duration: never equal to a number (`1800 != duration("30m")`)
-        from plangate.smt.encode import FractionalSeconds, WholeSeconds
+    if isinstance(value, Duration):
+        from plangate.smt.encode import in_seconds
 
-        seconds = value.seconds
-        return WholeSeconds(seconds) if float(seconds).is_integer() else FractionalSeconds(seconds)
+        return in_seconds(value)
     if isinstance(value, dict):
         return {key: _seconds_for_durations(item) for key, item in value.items()}
     return value

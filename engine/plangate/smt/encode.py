@@ -94,7 +94,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Callable, Mapping
 
-from plangate.cel.evaluate import MAX_SIZE, NANOS_PER_SECOND, Duration, Uint, type_name
+from plangate.cel.evaluate import MAX_SIZE, CelError, Duration, Uint, compile_expr, type_name
 from plangate.cel.ast import (Binary, Call, Conditional, Expr, Ident, Index, ListExpr, Literal, MapExpr, Select,
                               Unary, to_source, walk)
 
@@ -121,6 +121,13 @@ class WholeSeconds(int):
 
 class FractionalSeconds(float):
     """The seconds of a `duration("…")` literal with a fraction of a second."""
+
+
+def in_seconds(duration: Duration) -> "WholeSeconds | FractionalSeconds":
+    """A duration as the solver reasons about it: its seconds, still a duration (never equal to a
+    number: `1800 != duration("30m")`)."""
+    seconds = duration.seconds
+    return WholeSeconds(seconds) if float(seconds).is_integer() else FractionalSeconds(seconds)
 
 
 class Unsupported(Exception):
@@ -359,8 +366,6 @@ def _by_the_runtime(key: tuple[str, str], build: Callable[[], Expr], *values: ob
     """The runtime's evaluator on values known before the run, so the checker and the run agree
     on every type. Durations go to it as durations, and a duration it returns comes back as
     seconds; its failure is an `Error` (one its bounds stopped is outside the subset)."""
-    from plangate.cel.evaluate import CelError, compile_expr
-
     compiled = _BY_THE_RUNTIME.get(key)
     if compiled is None:
         compiled = _BY_THE_RUNTIME[key] = compile_expr(build())
@@ -372,10 +377,7 @@ def _by_the_runtime(key: tuple[str, str], build: Callable[[], Expr], *values: ob
         if result.bounded:
             raise Unsupported(result.message)
         return Error(result.message)
-    if isinstance(result, Duration):
-        seconds = Fraction(result.nanos, NANOS_PER_SECOND)
-        return WholeSeconds(int(seconds)) if seconds.denominator == 1 else FractionalSeconds(seconds)
-    return result
+    return in_seconds(result) if isinstance(result, Duration) else result
 
 
 _BY_THE_RUNTIME: dict[tuple[str, str], Callable[[Mapping[str, object]], object]] = {}
