@@ -383,10 +383,10 @@ def _inherit(entries: list[CatalogueEntry]) -> CatalogueEntry:
         currency=cost.currency if cost is not None else first.currency,
         time_cap=time.time_cap if time is not None else first.time_cap,
         args=args.args if args is not None else first.args,
-        risk_from=(risk.pattern, risk.span) if risk is not None else first.risk_from,
+        risk_from=risk.risk_source() if risk is not None else first.risk_from,
         cost_from=cost.cost_source() if cost is not None else first.cost_from,
         time_from=time.time_source() if time is not None else first.time_from,
-        args_from=(args.pattern, args.span) if args is not None else first.args_from,
+        args_from=args.args_source() if args is not None else first.args_from,
     )
 
 
@@ -467,31 +467,32 @@ def _check_schemas(policy: CompiledPolicy, diagnostics: list[Diagnostic]) -> Non
         candidates = [by_pattern[pattern] for pattern in _covering(entry.pattern) if pattern in by_pattern]
         declared = [found for found in _spoken(candidates, len(policy.ids)) if found.args is not None]
         declared.sort(key=CatalogueEntry.specificity, reverse=True)  # the first is the schema kept (`_combine_matches`)
+        if len(declared) < 2:
+            continue
+        kept = declared[0]
         for other in declared[1:]:
-            kept = declared[0]
             if same_schema(kept.args, other.args):  # type: ignore[arg-type]
                 continue
-            pair = frozenset({kept.args_source(), other.args_source()})
-            if pair in reported:
+            kept_source, other_source = kept.args_source(), other.args_source()
+            if frozenset({kept_source, other_source}) in reported:
                 continue
-            reported.add(pair)
-            (kept_pattern, kept_span), (other_pattern, other_span) = kept.args_source(), other.args_source()
-            if kept_pattern == other_pattern:
+            reported.add(frozenset({kept_source, other_source}))
+            if kept_source[0] == other_source[0]:  # one pattern in two policies
                 diagnostics.append(diagnostic(
-                    "ambiguous-tool", other_span,
-                    f"policies {_two_policies((kept, kept_span), (other, other_span))} give `{kept_pattern}` "
-                    "different `args`",
-                    labels=[Label(kept_span, "the schema that is kept")],
+                    "ambiguous-tool", other_source[1],
+                    f"policies {_two_policies((kept, kept_source[1]), (other, other_source[1]))} give "
+                    f"`{kept_source[0]}` different `args`",
+                    labels=[Label(kept_source[1], "the schema that is kept")],
                     help="give the tool one argument schema in every policy"))
                 continue
-            narrow, broad = sorted((kept, other), key=lambda found: pattern_specificity(found.args_source()[0]),
-                                   reverse=True)
+            (narrow, (narrow_pattern, narrow_span)), (broad, (broad_pattern, broad_span)) = sorted(
+                ((kept, kept_source), (other, other_source)), key=lambda item: pattern_specificity(item[1][0]),
+                reverse=True)
             diagnostics.append(diagnostic(
-                "ambiguous-tool", narrow.args_source()[1],
-                f"policies {_two_policies((narrow, narrow.args_source()[1]), (broad, broad.args_source()[1]))} "
-                f"give `{entry.pattern}` different `args` "
-                f"(through `{narrow.args_source()[0]}` and `{broad.args_source()[0]}`)",
-                labels=[Label(broad.args_source()[1], "the other schema")],
+                "ambiguous-tool", narrow_span,
+                f"policies {_two_policies((narrow, narrow_span), (broad, broad_span))} give `{entry.pattern}` "
+                f"different `args` (through `{narrow_pattern}` and `{broad_pattern}`)",
+                labels=[Label(broad_span, "the other schema")],
                 help="give the tool one argument schema in every policy"))
 
 
