@@ -31,6 +31,7 @@ import stat
 import tempfile
 import threading
 from dataclasses import dataclass, field
+from typing import Callable
 
 from lark import Lark, Token
 from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
@@ -208,7 +209,7 @@ def _cache_path(text: str) -> str | None:
     """Where Lark may keep the compiled grammar, or None (no cache).
 
     Lark's cache is a pickle, and unpickling runs code: so it is kept only in a folder that no one
-    but this user can write to (`_private_folder`), and a cache file there that someone else could
+    but this user can write to (`_private`), and a cache file there that someone else could
     have written is removed first. The folders tried: `$XDG_CACHE_HOME/plangate` (default
     `~/.cache/plangate`), then `plangate-UID` in the temporary folder, each made `0700` if missing.
     Where the system cannot say who owns a file (no `os.getuid`), nothing is cached."""
@@ -221,34 +222,23 @@ def _cache_path(text: str) -> str | None:
             os.makedirs(folder, mode=0o700, exist_ok=True)
         except OSError:
             continue
-        if not _private_folder(folder) or not os.access(folder, os.W_OK):
-            continue
         path = os.path.join(folder, f"grammar-{digest}.lark-cache")
         try:
-            if not _private_file(path):
+            if not _private(folder, stat.S_ISDIR) or not os.access(folder, os.W_OK):
+                continue
+            if os.path.lexists(path) and not _private(path, stat.S_ISREG):
                 os.remove(path)
-        except FileNotFoundError:
-            pass
         except OSError:
             continue
         return path
     return None
 
 
-def _private_folder(folder: str) -> bool:
-    """Whether `folder` is a folder (not a link to one) of this user that no one else may write to."""
-    try:
-        info = os.lstat(folder)
-    except OSError:
-        return False
-    return stat.S_ISDIR(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o022
-
-
-def _private_file(path: str) -> bool:
-    """Whether `path` is a plain file of this user that no one else may write to (FileNotFoundError
-    when there is none)."""
+def _private(path: str, kind: Callable[[int], bool]) -> bool:
+    """Whether `path` is of `kind` (`stat.S_ISDIR`, `stat.S_ISREG`; not a link to one), this
+    user's, and no one else may write to it; `OSError` when it cannot be looked at."""
     info = os.lstat(path)
-    return stat.S_ISREG(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o022
+    return kind(info.st_mode) and info.st_uid == os.getuid() and not info.st_mode & 0o022
 
 
 def _keep_private(path: str | None) -> None:
