@@ -1274,9 +1274,10 @@ class Encoder:
         raise Unsupported(f"`{name}` is outside the subset the checker reasons about")
 
     def to_double(self, value: object) -> object:
-        """`double(x)` of a number: the same value, a double (its own class: what is done with it
-        fixes nothing about `x`). Of a value of no sort yet, or a string (parsed), it is outside
-        the subset."""
+        """`double(x)`: of a value known before the run, as the runtime computes it
+        (`concrete_call`); of a run-time number, the same value, a double (its own class: what is
+        done with it fixes nothing about `x`); of a run-time value of no sort yet, or a string, it
+        is outside the subset."""
         if isinstance(value, Error):
             return value
         if not isinstance(value, SYMBOLIC):
@@ -1377,7 +1378,8 @@ class Encoder:
         return concrete_call("size", value)
 
     def to_string(self, value: object) -> object:
-        """`string(x)` of a string (itself) or an int (its decimal digits, `-` first when negative)."""
+        """`string(x)`: of a value known before the run, as the runtime computes it (`concrete_call`);
+        of a run-time string, itself; of a run-time int, its decimal digits (`-` first when negative)."""
         if isinstance(value, Error):
             return value
         if not isinstance(value, SYMBOLIC):
