@@ -69,7 +69,7 @@ import re
 import sys
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from plangate.cel import ast as cel
 from plangate.ir.nodes import ArgSpec, Risk
@@ -729,12 +729,20 @@ def read_paths(conditions: list[cel.Expr | None]) -> frozenset[str]:
     return frozenset(found)
 
 
+class Refusal(NamedTuple):
+    """One reason a policy denies a witness: its kind tells what could lift it."""
+
+    kind: str  # catalogue (unknown tool, risk declared below it) | arguments (they break the schema) | rule
+    text: str
+    rule: str | None = None  # the deny rule's name, for kind "rule"
+
+
 @dataclass
 class Decision:
     """What one policy decides on a witness."""
 
     allowed: bool
-    reasons: list[str]  # why it is denied
+    reasons: list[Refusal]  # why it is denied
     warns: set[str]
     kinds: set[str]
     approvals: dict[str, tuple[int, int]]  # role → (count, within; FOREVER without one)
@@ -746,15 +754,15 @@ def decide_witness(policy: CompiledPolicy, entry: CatalogueEntry | None, witness
     from plangate.policy.decide import evaluator_for
 
     decision = evaluator_for(policy).decide_call(witness.activation(entry))
-    reasons: list[str] = []
+    reasons: list[Refusal] = []
     if entry is None and policy.unknown_tools != "warn":
-        reasons.append(f"`{witness.tool}` is not in its catalogue")
+        reasons.append(Refusal("catalogue", f"`{witness.tool}` is not in its catalogue"))
     lower = underdeclared(witness.tool, Risk(witness.declared) if witness.declared is not None else None, entry)
     if lower is not None:
-        reasons.append(lower)
+        reasons.append(Refusal("catalogue", lower))
     if entry is not None and entry.args is not None:
-        reasons += _argument_problems(entry.args, witness.args)
-    reasons += [f"denied by `{rule.name}`" for rule in decision.denied_by]
+        reasons += [Refusal("arguments", problem) for problem in _argument_problems(entry.args, witness.args)]
+    reasons += [Refusal("rule", f"denied by `{rule.name}`", rule.name) for rule in decision.denied_by]
     approvals: dict[str, tuple[int, int]] = {}
     for requirement in decision.requirements:
         if requirement.kind == "approval" and requirement.approval is not None:
@@ -902,11 +910,10 @@ def _other_reasons(model: "_Model", question: Question, formula: str, decisions:
     excluded: list[str] = []
     for _ in range(MAX_REASONS - 1):
         for reason in decisions[denying].reasons:
-            rule = re.fullmatch(r"denied by `(.*)`", reason)
-            if rule is not None and rule.group(1) in side.deny_rules:
-                excluded.append(neg(side.deny_rules[rule.group(1)]))
-            elif rule is None and not reason.endswith("is not in its catalogue"):
-                excluded.append(side.conform)  # an argument problem: now the arguments fit
+            if reason.kind == "rule" and reason.rule in side.deny_rules:
+                excluded.append(neg(side.deny_rules[reason.rule]))
+            elif reason.kind == "arguments":
+                excluded.append(side.conform)  # now the arguments fit
             else:
                 return found  # a reason that cannot be excluded: every witness has it
         (answer,) = solve.check([model.query(conj(formula, *excluded))], time_bound)
@@ -1081,7 +1088,7 @@ def _witness_json(group: list[Finding]) -> dict[str, Any]:
     data = first.witness.json(first.entries)
     for side in SIDES:
         decision = first.decisions[side]
-        data[side] = {"allowed": decision.allowed, "denied_because": decision.reasons,
+        data[side] = {"allowed": decision.allowed, "denied_because": [reason.text for reason in decision.reasons],
                       "requires": sorted(decision.kinds), "warns": sorted(decision.warns),
                       "approvals": {role: {"count": count, "within": None if within >= FOREVER else within}
                                     for role, (count, within) in sorted(decision.approvals.items())}}
@@ -1128,7 +1135,7 @@ def _allow_changes(results: dict[Question, list[Finding]], changes: list[Change]
         for group in _group(witnesses, key):
             first = group[0]
             assert first.witness is not None
-            reasons = "; ".join(first.decisions[denying].reasons) or "no reason found"
+            reasons = "; ".join(reason.text for reason in first.decisions[denying].reasons) or "no reason found"
             kind = direction if first.confirmed else "changed"
             changes.append(Change(kind, "allowed calls",
                                   f"{what}: {first.witness.text(first.entries, first.read)} ({NAMES[denying]}: {reasons})"
@@ -1137,12 +1144,9 @@ def _allow_changes(results: dict[Question, list[Finding]], changes: list[Change]
     return differences
 
 
-def _reason_kind(reason: str) -> str:
-    if reason.endswith(("is not in its catalogue", "in the catalogue")):  # unknown, or declared below its risk
-        return "catalogue"
-    if reason.startswith("denied by"):
-        return reason
-    return "arguments"
+def _reason_kind(reason: Refusal) -> str:
+    """What tells two findings' reasons apart: the kind, and for a rule which one."""
+    return reason.text if reason.kind == "rule" else reason.kind
 
 
 def _requirement_changes(policies: dict[str, CompiledPolicy], results: dict[Question, list[Finding]],
