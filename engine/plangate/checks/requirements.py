@@ -185,14 +185,21 @@ def _guard_sets(ctx: PlanContext) -> dict[str, frozenset[str]]:
     return sets
 
 
+MAY_APPLY = "the rule may apply at run time, depending on values known only then"
+
+
+def _required_by(requirement: CompiledRequirement) -> str:
+    return f"required by `{requirement.describe()}` in policy `{requirement.policy}`"
+
+
 def _missing(name: str, step: Step, asking: list[tuple[CompiledRequirement, str]], message: str,
              help_text: str, notes_first: list[str] | None = None) -> Diagnostic:
     """One diagnostic for a requirement kind the step does not meet, naming every rule that asks
     for it (several policies may); "may apply" only when none of them must."""
     notes = [*(notes_first or []),
-             *(f"required by `{requirement.describe()}` in policy `{requirement.policy}`" for requirement, _ in asking)]
+             *(_required_by(requirement) for requirement, _ in asking)]
     if all(outcome != "must" for _, outcome in asking):
-        notes.append("the rule may apply at run time, depending on values known only then")
+        notes.append(MAY_APPLY)
     return diagnostic(name, step.id_span, message, labels=[Label(requirement.span, "required here") for requirement, _ in asking],
                       notes=notes, help=help_text)
 
@@ -218,9 +225,9 @@ def _approvals(step: Step, requirements: list[tuple[CompiledRequirement, str]],
         within = policy.approval_lasts(need.within)
         wanted = describe_approval(ApprovalSpec(count=need.count, role=need.role, within=None)) + (
             f" within {format_seconds(within)}" if within is not None else "")
-        notes = [f"required by `{rule.describe()}` in policy `{rule.policy}`" for rule in need.rules]
+        notes = [_required_by(rule) for rule in need.rules]
         if need.role in maybe:
-            notes.append("the rule may apply at run time, depending on values known only then")
+            notes.append(MAY_APPLY)
         labels = [Label(rule.span, "required here") for rule in need.rules]
         same_role = [spec for spec in step.approvals if spec.role == need.role]
         if not step.approvals:
