@@ -445,6 +445,7 @@ def _print_report(report) -> int:
 
 @_runtime_command
 def _run(args: argparse.Namespace) -> int:
+    from plangate.diagnostics import backticked
     from plangate.diagnostics.render import render
     from plangate.driver import check, display_name, once_each, policy_set
 
@@ -453,7 +454,7 @@ def _run(args: argparse.Namespace) -> int:
         sys.stderr.write(render(result.diagnostics, result.sources, "text", files=result.checked_files,
                                 color=_use_color("auto", sys.stderr), tool_version=__version__))
         unread = [d.file for d in result.diagnostics if d.name == "unreadable-input"]
-        print("plangate: " + (f"could not read {', '.join(f'`{name}`' for name in unread)}" if unread
+        print("plangate: " + (f"could not read {backticked(unread)}" if unread
                               else "the plan or its policies have errors") + "; nothing was run", file=sys.stderr)
         return 2
     plan_text = result.sources.get(display_name(args.plan)).text

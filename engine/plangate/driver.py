@@ -24,7 +24,7 @@ from typing import Iterable, Sequence
 
 from plangate.checks import PLAN_CHECKS, POLICY_CHECKS, Check
 from plangate.checks.context import PlanContext, PolicyContext
-from plangate.diagnostics import Diagnostic, Label, Severity, diagnostic
+from plangate.diagnostics import Diagnostic, Label, Severity, backticked, diagnostic
 from plangate.graph import build_graph
 from plangate.ir.nodes import Document, Plan, Policy
 from plangate.policy.compiled import CompiledPolicy, compile_policies
@@ -400,13 +400,13 @@ def _check_sources(plan_sources: Sequence[SourceFile], policy_sources: Sequence[
     read = {source.name for source in policy_sources}
     unused += [name for name in given if name not in read and name not in unused]  # unreadable files
     if plans and compiled is None and given:
-        names = ", ".join(f"`{name}`" for name in given)
+        names = backticked(given)
         diagnostics.append(diagnostic(
             "no-policy", plans[0].id_span,
             f"the policy {names} could not be read: tools, risks, approvals, rules and limits were not checked",
             help="fix the errors reported in the policy, then check again"))
     elif plans and unused:
-        names = ", ".join(f"`{name}`" for name in unused)
+        names = backticked(unused)
         others = ", ".join(f"`{name}`" for name in given if name not in unused)
         diagnostics.append(diagnostic(
             "no-policy", plans[0].id_span,

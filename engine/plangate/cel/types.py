@@ -36,7 +36,7 @@ from plangate.cel.ast import (Binary, Call, Conditional, Expr, Ident, Index, Lis
                               Select, Unary, to_source)
 from plangate.cel.evaluate import (INT_MAX, INT_MIN, UINT_MAX, CelError, is_macro, parse_duration, parse_timestamp,
                                   pattern_error)
-from plangate.diagnostics import Diagnostic, diagnostic
+from plangate.diagnostics import Diagnostic, backticked, diagnostic
 from plangate.source import Span
 from plangate.suggest import closest, did_you_mean
 
@@ -434,7 +434,7 @@ class _Checker:
         accepted, result = _CONVERSIONS[name]
         if argument != DYN and argument not in accepted:
             return self.error(expr.span, f"`{name}` cannot convert {_a(argument)}",
-                              help="it takes " + ", ".join(f"`{t}`" for t in sorted(accepted, key=str)))
+                              help="it takes " + backticked(sorted(accepted, key=str)))
         if name == "duration" and _is_string_literal(argument_expr):
             parsed = parse_duration(argument_expr.value)  # type: ignore[union-attr,arg-type]
             if isinstance(parsed, CelError):
@@ -604,5 +604,5 @@ def _listing(lead: str, names: Mapping[str, object] | list[str] | frozenset[str]
     ordered = sorted(names)
     if not ordered:
         return None
-    shown = ", ".join(f"`{name}`" for name in ordered[:12])
+    shown = backticked(ordered[:12])
     return f"{lead} {shown}" + ("…" if len(ordered) > 12 else "")

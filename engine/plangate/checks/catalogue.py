@@ -22,7 +22,7 @@ from plangate.cel.evaluate import (INT_MAX, INT_MIN, CelError, Duration, Timesta
 from plangate.cel.types import DYN, INT, ListType, MapType, Primitive, check_types
 from plangate.checks.context import PlanContext
 from plangate.checks.step_shape import IDEMPOTENCY_PARAMETER
-from plangate.diagnostics import Diagnostic, Label, Severity, diagnostic
+from plangate.diagnostics import Diagnostic, Label, Severity, backticked, diagnostic
 from plangate.ir.nodes import Risk, Step, ToolCall
 from plangate.policy.compiled import CatalogueEntry, CompiledPolicy
 from plangate.policy.facts import as_declared, plan_facts, static_arguments
@@ -81,7 +81,7 @@ def call_diagnostics(policy: CompiledPolicy, step: Step, call: ToolCall, entry: 
                 "arg-type", argument.span, f"`{call.tool}` has no argument `{argument.name}`",
                 labels=[Label(entry.args_source()[1], "its arguments are declared here")],
                 help=f"did you mean `{suggestion}`?" if suggestion else
-                "its arguments are " + (", ".join(f"`{name}`" for name in schema) or "none"))
+                "its arguments are " + (backticked(schema) or "none"))
             continue
         found = type_problem(spec.type, values.get(argument.name), argument.value)
         if found is not None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from plangate.checks.context import PlanContext
-from plangate.diagnostics import Diagnostic, Label, diagnostic
+from plangate.diagnostics import Diagnostic, Label, backticked, diagnostic
 from plangate.graph import Edge
 
 LISTED = 8  # steps of a long cycle shown at each end, and of its group's others
@@ -36,10 +36,10 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
                                  if references else [])]))
     for cycle, group in ctx.graph.cycles():
         names = [edge.source for edge in cycle] + [cycle[0].source]
-        path = " → ".join(f"`{name}`" for name in names)
+        path = backticked(names, " → ")
         if len(cycle) > 2 * LISTED:  # a long cycle: its ends, and each of its first edges explained
-            path = (" → ".join(f"`{name}`" for name in names[:LISTED]) + f" → … ({len(cycle) - 2 * LISTED + 1} more) → "
-                    + " → ".join(f"`{name}`" for name in names[-LISTED:]))
+            path = (backticked(names[:LISTED], " → ") + f" → … ({len(cycle) - 2 * LISTED + 1} more) → "
+                    + backticked(names[-LISTED:], " → "))
         on_cycle = set(names)
         cycle = cycle[:LISTED] + cycle[-1:] if len(cycle) > 2 * LISTED else cycle
         ways = [_ways(ctx, edge) for edge in cycle]
@@ -53,7 +53,7 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
                  for edge, edge_ways in zip(cycle, ways)]
         others = [step_id for step_id in group if step_id not in on_cycle]
         if others:
-            shown = ", ".join(f"`{step_id}`" for step_id in others[:LISTED]) + (
+            shown = backticked(others[:LISTED]) + (
                 f" and {len(others) - LISTED} more" if len(others) > LISTED else "")
             notes.append(f"{shown} and these steps depend on each other too: a cycle through them may remain when "
                          "this one is broken")

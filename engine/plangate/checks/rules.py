@@ -26,7 +26,7 @@ from typing import Any, Iterator
 
 from plangate.cel import ast as cel
 from plangate.checks.context import PlanContext
-from plangate.diagnostics import Diagnostic, Label, diagnostic
+from plangate.diagnostics import Diagnostic, Label, backticked, diagnostic
 from plangate.ir.nodes import Risk, Step
 from plangate.policy.compiled import CompiledRule
 from plangate.policy.decide import StaticVerdict, evaluator_for
@@ -179,7 +179,7 @@ def decide_for_step(evaluator: Any, when: cel.Expr, facts: StepFacts, activation
     opaque = _decide_condition(evaluator, when, dict(activation), facts, ctx)
     if opaque.outcome != "may":
         return opaque  # "never" and "must" over every value of the argument's type hold for the computed one
-    computed = ", ".join(f"`{name}`" for name in sorted(read & facts.computed.keys()))
+    computed = backticked(sorted(read & facts.computed.keys()))
     return StaticVerdict("may", opaque.witness, f"how the call computes {computed} is not followed here "
                                                 f"({verdict.reason}): the example is a value of the argument, "
                                                 "which the run may or may not give")
@@ -282,7 +282,7 @@ def _fired(rule: CompiledRule, span: Any, verdict: StaticVerdict, subject: str,
                           help="change the call so the rule does not apply, or remove the step"
                           if subject.startswith("step") else
                           "change the plan (its budget, id or version) so the rule does not apply")
-    typing = [f"the catalogue gives {', '.join(f'`{name}`' for name in untyped)} no type: a value of another type "
+    typing = [f"the catalogue gives {backticked(untyped)} no type: a value of another type "
               f"than the rule expects makes its condition fail at run time, and a rule that fails does not fire "
               f"(declare the tool's `args` to refuse such a call)"] if untyped else []
     return diagnostic("policy-deny-possible", span,

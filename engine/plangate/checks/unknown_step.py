@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from plangate.checks.context import PlanContext
-from plangate.diagnostics import Diagnostic, diagnostic
+from plangate.diagnostics import Diagnostic, backticked, diagnostic
 from plangate.suggest import did_you_mean
 
 
@@ -31,7 +31,7 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
         # the step itself is no answer: it cannot come after itself, nor read its own result so
         suggestion = did_you_mean(name.name, (i for i in ids if i != name.step)) if index < MAX_SUGGESTIONS else None
         others = [i for i in ids[:9] if i != name.step][:8]
-        listing = ("the other steps are " + ", ".join(f"`{i}`" for i in others) + (", …" if len(ids) > len(others) + 1 else "")
+        listing = ("the other steps are " + backticked(others) + (", …" if len(ids) > len(others) + 1 else "")
                    if others else "the plan has no other step")
         yield diagnostic(
             "unknown-step", name.span,

@@ -1,6 +1,6 @@
 """Diagnostics: plain data (`Diagnostic`), the registry of codes, and renderers (in `render`)."""
 
-from plangate.diagnostics.model import Diagnostic, Label, Severity, diagnostic, summarize
+from plangate.diagnostics.model import Diagnostic, Label, Severity, backticked, diagnostic, summarize
 from plangate.diagnostics.registry import CODES, BY_CODE, Code, lookup
 
 __all__ = [
@@ -10,6 +10,7 @@ __all__ = [
     "Diagnostic",
     "Label",
     "Severity",
+    "backticked",
     "diagnostic",
     "lookup",
     "summarize",

@@ -84,6 +84,11 @@ class Summary:
     by_file: dict[str, int] = field(default_factory=dict)
 
 
+def backticked(names: Iterable[object], separator: str = ", ") -> str:
+    """Names as a message shows user input: each in backticks, `separator` between them."""
+    return separator.join(f"`{name}`" for name in names)
+
+
 def summarize(diagnostics: Iterable[Diagnostic], files: int) -> Summary:
     summary = Summary(files=files)
     for item in diagnostics:

@@ -24,7 +24,7 @@ from typing import Any
 from lark import Token, Transformer
 
 from plangate.cel import ast as cel
-from plangate.diagnostics import Diagnostic, Label, diagnostic
+from plangate.diagnostics import Diagnostic, Label, backticked, diagnostic
 from plangate.ir import nodes as ir
 from plangate.source import Span
 
@@ -183,7 +183,7 @@ class Lowering(Transformer):
 
             self._report("unknown-risk", self._tok(token), f"`{name}` is not a risk class",
                          help=did_you_mean(name, ir.RISK_NAMES)
-                         or "the risk classes are " + ", ".join(f"`{n}`" for n in ir.RISK_NAMES))
+                         or "the risk classes are " + backticked(ir.RISK_NAMES))
         return ir.build(ir.RiskRef, {"name": name, "level": level, "span": self._tok(token)})
 
     # ---------------------------------------------------------------- documents
@@ -510,7 +510,7 @@ class Lowering(Transformer):
 
             self._report("unknown-arg-type", self._tok(type_name), f"`{type_name.value}` is not a type",
                          help=did_you_mean(type_name.value, ir.ARG_TYPES)
-                         or "the types are " + ", ".join(f"`{t}`" for t in ir.ARG_TYPES))
+                         or "the types are " + backticked(ir.ARG_TYPES))
         last = optional if optional is not None else type_name
         return ir.ArgSpec.model_construct(name=name.value, type=type_name.value, optional=optional is not None,
                           span=self._span(name, last))

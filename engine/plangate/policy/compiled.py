@@ -26,7 +26,7 @@ from decimal import Decimal
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from plangate.cel.ast import Expr, to_source
-from plangate.diagnostics import Diagnostic, Label, diagnostic
+from plangate.diagnostics import Diagnostic, Label, backticked, diagnostic
 from plangate.runtime.canonical import canonical_json, content_hash
 from plangate.ir.nodes import ApprovalSpec, ArgSpec, Duration, Limit, Money, Policy, PolicyTest, Risk
 from plangate.source import NO_SPAN, Span
@@ -535,7 +535,7 @@ def _limit_value(policy: str, limit: Limit, diagnostics: list[Diagnostic]) -> Li
         diagnostics.append(diagnostic(
             "unknown-limit", limit.span, f"`{limit.name}` is not a limit",
             help=did_you_mean(limit.name, LIMIT_KINDS) or
-            "the limits are " + ", ".join(f"`{name}`" for name in LIMIT_KINDS)))
+            "the limits are " + backticked(LIMIT_KINDS)))
         return None
     if kind == "duration":
         if isinstance(value, Duration):

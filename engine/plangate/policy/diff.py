@@ -72,6 +72,7 @@ from fractions import Fraction
 from typing import Any, Callable, NamedTuple
 
 from plangate.cel import ast as cel
+from plangate.diagnostics import backticked
 from plangate.ir.nodes import ArgSpec, Risk
 from plangate.policy.compiled import CatalogueEntry, CompiledPolicy, CompiledRequirement, format_seconds
 from plangate.policy.relevance import ToolFilter, condition_shape
@@ -1180,7 +1181,7 @@ def _requirement_changes(policies: dict[str, CompiledPolicy], results: dict[Ques
             assert first.witness is not None
             if question.kind == "require":
                 rules = [r.describe() for r in first.decisions[having].applied if r.kind == question.name]
-                why = f"{NAMES[having]}: " + ", ".join(f"`{rule}`" for rule in rules)
+                why = f"{NAMES[having]}: " + backticked(rules)
             else:
                 needs = {side: first.decisions[side].approvals.get(question.name, (0, FOREVER)) for side in SIDES}
                 why = "; ".join([part for part in [_approval_change(needs, loose)] if part] +
@@ -1195,8 +1196,8 @@ def _requirement_changes(policies: dict[str, CompiledPolicy], results: dict[Ques
         if texts["old"] != texts["new"] and kind not in differs:
             removed = [t for t in texts["old"] if t not in texts["new"]]
             added = [t for t in texts["new"] if t not in texts["old"]]
-            text = ", ".join(f"`{t}`" for t in removed) or "nothing"
-            text += " → " + (", ".join(f"`{t}`" for t in added) or "nothing")
+            text = backticked(removed) or "nothing"
+            text += " → " + (backticked(added) or "nothing")
             changes.append(Change("rewritten", f"require {kind}",
                                   f"`{kind}` requirements rewritten, with the same effect on every call both allow: {text}"))
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from plangate.diagnostics import Diagnostic, Label, Severity, diagnostic
+from plangate.diagnostics import Diagnostic, Label, Severity, backticked, diagnostic
 from plangate.ir.nodes import Plan, PolicyTest
 from plangate.policy.compiled import CompiledPolicy, compile_policies
 from plangate.source import SourceMap
@@ -224,11 +224,11 @@ def _describe(denies: list[str], warns: list[str], kinds: list[str], refusal: st
     if refusal:
         parts.append(f"deny ({refusal})")
     if denies:
-        parts.append("deny by " + ", ".join(f"`{name}`" for name in denies))
+        parts.append("deny by " + backticked(denies))
     if not parts:
         parts.append("allow")
     if warns:
-        parts.append("warn by " + ", ".join(f"`{name}`" for name in warns))
+        parts.append("warn by " + backticked(warns))
     if kinds:
         parts.append("requires " + ", ".join(kinds))
     return "; ".join(parts)

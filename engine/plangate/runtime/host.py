@@ -96,6 +96,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 
 from plangate.budget import DEFAULT_WORKERS
 from plangate.cel import ast as cel
+from plangate.diagnostics import backticked
 from plangate.cel.evaluate import CelError, compile_expr, reads_a_name
 from plangate.driver import CheckResult, as_sources, check_sources  # before plangate.policy.facts: it loads the checks first
 from plangate.ir.nodes import Plan, Risk, Step, ToolCall
@@ -529,7 +530,7 @@ class Runtime:
             if step.call is not None and states.get(step.id) not in FINISHED and self.tools.get(step.call.tool) is None:
                 missing.setdefault(step.call.tool, []).append(step.id)
         if missing:
-            named = "; ".join(f"`{tool}` (step {', '.join(f'`{s}`' for s in steps)})" for tool, steps in missing.items())
+            named = "; ".join(f"`{tool}` (step {backticked(steps)})" for tool, steps in missing.items())
             raise RunError(f"could not start: the tools loaded do not include {named}; pass the --tools that "
                            f"define them ({nothing_done})")
         misfits = [f"step `{step.id}`: {'; '.join(errors)}" for step in plan.steps
@@ -728,7 +729,7 @@ class Runtime:
             args_hash is None or (made.get("tool") == step.call.tool and made.get("args_hash") == args_hash))
         record: dict[str, Any] = {"kept": kept, "args_hash": args_hash}
         if outdated:
-            reasons = [", ".join(f"`{name}`" for name in ran) + " ran again since it verified it"] if ran else []
+            reasons = [backticked(ran) + " ran again since it verified it"] if ran else []
             if len(ran) < len(rerun):
                 reasons.append(", ".join(f"`{name}`" for name in rerun if name not in ran)
                                + " has no result now (skipped, failed, or to run again)")
@@ -1040,7 +1041,7 @@ class Runtime:
         unfinished = [name for name in read if view.states.get(name) != "succeeded"]
         if unfinished:
             raise RunError(f"step `{step.id}` cannot be approved yet: its call uses the result of "
-                                + ", ".join(f"`{n}`" for n in unfinished) + ", which has not succeeded")
+                                + backticked(unfinished) + ", which has not succeeded")
         scope = {name: {"result": view.results.get(name)} for name in read}
         arguments = _concrete_args(step.call, scope)
         if isinstance(arguments, tuple):
@@ -1143,7 +1144,7 @@ class Runtime:
                 tools.add(step.rollback.tool)
         missing = sorted(tool for tool in tools if self.tools.get(tool) is None)
         if missing:
-            raise RunError(f"{what}: the tools loaded do not include " + ", ".join(f"`{tool}`" for tool in missing)
+            raise RunError(f"{what}: the tools loaded do not include " + backticked(missing)
                            + f"; pass the --tools that define them ({nothing_done})")
 
     def _finish_abort(self, run: str) -> RunReport:
@@ -1351,7 +1352,7 @@ def _open_decisions(plan: Plan, run: str) -> str | None:
     pending = [decision.question for decision in plan.decisions if decision.pending]
     if not pending:
         return None
-    named = ", ".join(f"`{question}`" for question in pending)
+    named = backticked(pending)
     one = len(pending) == 1
     return (f"the decision{'' if one else 's'} {named} {'is' if one else 'are'} still open: settle "
             f"{'it' if one else 'them'} in a new version of the plan (a higher `version`) that marks "
@@ -1942,9 +1943,9 @@ def _verifies(view: RunView, step: Step) -> str:
     before = _predecessors(view.plan, step)
     ran = [name for name in before if view.states.get(name) != "skipped"]
     skipped = [name for name in before if name not in ran]
-    said = ("verifies " + ", ".join(f"`{p}`" for p in ran)) if ran else "verifies no earlier step"
+    said = ("verifies " + backticked(ran)) if ran else "verifies no earlier step"
     if skipped:
-        said += " (" + ", ".join(f"`{p}`" for p in skipped) + " skipped: nothing of " + \
+        said += " (" + backticked(skipped) + " skipped: nothing of " + \
                 ("it" if len(skipped) == 1 else "them") + " to verify)"
     return said
 

@@ -37,7 +37,7 @@ from lark import Lark, Token
 from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from plangate.assets import read_asset
-from plangate.diagnostics import Diagnostic, Label, diagnostic
+from plangate.diagnostics import Diagnostic, Label, backticked, diagnostic
 from plangate.ir.lower import DURATION_UNITS, ExpressionTooDeep, Lowering
 from plangate.cel.ast import Expr
 from plangate.ir.nodes import Document
@@ -697,7 +697,7 @@ def _expected_words(parser: _Parser, expected: set[str]) -> str:
     ordered = sorted(set(keywords), key=lambda k: (_CLAUSE_ORDER.index(k) if k in _CLAUSE_ORDER else 99, k))
     parts: list[str] = []
     if len(ordered) > 3:
-        parts.append("a clause such as " + ", ".join(f"`{k}`" for k in ordered[:3]) + "…")
+        parts.append("a clause such as " + backticked(ordered[:3]) + "…")
     else:
         parts.extend(f"`{k}`" for k in ordered)
     parts.extend(words)
