@@ -2657,3 +2657,17 @@ def test_a_checks_evidence_does_not_claim_to_verify_a_step_that_was_skipped(box)
     assert report.steps["w"]["state"] == "skipped" and report.steps["cw"]["state"] == "succeeded"
     [evidence] = kinds(runtime, run, "evidence", "cw")
     assert evidence.body["proves"] == "verifies no earlier step (`w` skipped: nothing of it to verify) — holds"
+
+
+def test_run_takes_two_policy_files_with_one_text_as_one_policy(tmp_path, demo):
+    """A copied policy beside its original: `check` and the gate count the text once, so must `run`."""
+    plangate = cli_in(tmp_path, demo)
+    baseline = (ROOT / "policies" / "baseline.policy").read_text()
+    (tmp_path / "copy.policy").write_text(baseline)
+    (tmp_path / "original.policy").write_text(baseline)
+    both = plangate("run", "examples/deploy.plan", "--policy", str(tmp_path / "original.policy"),
+                    "--policy", str(tmp_path / "copy.policy"), "--tools", str(DEMO_TOOLS), "--run", "r2")
+    assert both.returncode == 3 and "internal error" not in both.stderr, both.stdout + both.stderr
+    alone = plangate("run", "examples/deploy.plan", "--policy", str(tmp_path / "copy.policy"),
+                     "--tools", str(DEMO_TOOLS), "--run", "r2")
+    assert alone.returncode == 3 and "another policy" not in alone.stderr, alone.stdout + alone.stderr

@@ -447,7 +447,7 @@ def _print_report(report) -> int:
 def _run(args: argparse.Namespace) -> int:
     from plangate.diagnostics import backticked
     from plangate.diagnostics.render import render
-    from plangate.driver import check, display_name, once_each, policy_set
+    from plangate.driver import check, display_name
 
     result = check([args.plan], args.policy)  # the policies are a set: `run --run ID` may give them in any order
     if result.errors or result.exit_code() == 2:
@@ -458,8 +458,7 @@ def _run(args: argparse.Namespace) -> int:
                               else "the plan or its policies have errors") + "; nothing was run", file=sys.stderr)
         return 2
     plan_text = result.sources.get(display_name(args.plan)).text
-    given = [result.sources.get(display_name(path)) for path in once_each(args.policy)]
-    policy_texts = [(source.name, source.text) for source in policy_set(given)]  # recorded in the set's order
+    policy_texts = [(source.name, source.text) for source in result.policy_set]  # recorded in the set's order
     from plangate.runtime.host import new_run_id, remember_check
 
     remember_check(plan_text, display_name(args.plan), policy_texts, result)  # the run needs no second check

@@ -50,6 +50,7 @@ class CheckResult:
     policy: CompiledPolicy | None = None
     timings: dict[str, float] = field(default_factory=dict)
     plan_files: list[str] = field(default_factory=list)
+    policy_set: list[SourceFile] = field(default_factory=list)  # the policy texts compiled, each once (`policy_set`)
 
     @property
     def checked_files(self) -> list[str]:
@@ -348,7 +349,8 @@ def _check_sources(plan_sources: Sequence[SourceFile], policy_sources: Sequence[
                                               f"`{source.name}` holds no plan",
                                               help="a plan file starts with `plan name {`"))
     unused: list[str] = []  # the policies given that could not be read: their checks did not run
-    for source in policy_set(policy_sources):  # a set: their order and repeats change nothing, the hash included
+    compiled_set = policy_set(policy_sources)  # a set: their order and repeats change nothing, the hash included
+    for source in compiled_set:
         sources.add(source)
         document = _parse(source, diagnostics)
         if document is None or not document.policies:
@@ -416,13 +418,14 @@ def _check_sources(plan_sources: Sequence[SourceFile], policy_sources: Sequence[
     elif plans and compiled is None and options.get("announce_no_policy"):
         diagnostics.append(diagnostic(
             "no-policy", plans[0].id_span, "no policy was given: tools, risks, approvals, rules and limits were not checked",
-            help="pass `--policy FILE` to check tools, risks, approvals, rules and budgets"))
+            help="pass `--policy FILE` to check tools, risks, approvals, rules and limits"))
 
     return CheckResult(
         diagnostics=sorted(diagnostics, key=Diagnostic.sort_key),
         sources=sources,
         files=[source.name for source in [*plan_sources, *policy_sources]],
         plan_files=[source.name for source in plan_sources],
+        policy_set=compiled_set,
         plans=plans,
         policies=policy_documents,
         policy=compiled,
