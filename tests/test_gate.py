@@ -328,11 +328,29 @@ def test_decimals_and_ints_past_64_bits_are_refused_not_let_through():
     assert not refused.allowed and "Decimal" in refused.reasons[0]
     assert not gate.decide("t.free", {"x": [10 ** 30]}).allowed
     over = gate.decide("t.days", {"days": 2 ** 63})
-    assert not over.allowed and any("out of the range of `int`" in reason for reason in over.reasons)
+    assert not over.allowed and over.reasons == [
+        "an argument holds `9223372036854775808`, out of the range of a CEL `int` (a `uint` argument must be declared so)"]
     assert gate.decide("t.days", {"days": 2 ** 63 - 1}).allowed
     undeclared = gate.decide("t.free", {"x": 2 ** 63})  # no CEL `int` holds it, and no schema says `uint`
     assert not undeclared.allowed and "out of the range of a CEL `int`" in undeclared.reasons[0]
     assert not gate.decide("t.free", {"x": {"n": -(2 ** 63) - 1}}).allowed
+
+
+def test_values_the_rules_cannot_see_are_refused_before_any_rule_where_the_catalogue_types_them_too():
+    """A Decimal for a declared `double` is not "not a double": it is a value no rule can see, so no
+    rule is asked (api.md) — though a deny rule would fire on its number, and requirements apply."""
+    from decimal import Decimal
+
+    gate = Gate.from_sources([("p.policy", 'policy p {\n  tool t.typed { risk read_only args { d: double, s: string } }\n'
+                                           '  deny "big" when args.d > 5.0\n  require check when true\n}\n')])
+    refused = gate.decide("t.typed", {"d": Decimal("900"), "s": "a"})
+    assert (refused.allowed, refused.denied_by, refused.requires, refused.approvals, refused.errors) == (
+        False, [], [], [], [])
+    assert refused.reasons == ["the argument value `900` is a Decimal: pass a float, or the amount as a string"]
+    misfit = gate.decide("t.typed", {"d": 1.0, "s": Decimal("2")})  # a string argument given a number: said too
+    assert misfit.reasons == ["the argument value `2` is a Decimal: pass a float, or the amount as a string",
+                              "argument `s` of `t.typed` must be `string`, but it is `2`"]
+    assert gate.decide("t.typed", {"d": 900.0, "s": "a"}).denied_by == ["big"]
 
 
 def test_the_api_takes_policies_as_a_set_and_texts_as_pairs_or_files():

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Iterator
+from typing import Any, Collection, Iterator
 
 from plangate.cel import ast as cel
 from plangate.cel.evaluate import (INT_MAX, INT_MIN, CelError, Duration, Timestamp, Uint, parse_bytes, parse_duration,
@@ -148,19 +148,25 @@ def refusal_before_rules(tool: str, entry: CatalogueEntry | None, args: dict[str
     None when the rules decide. (A tool outside the catalogue is refused too under `unknown_tools
     deny`, and its rules are likewise still asked where a decision is explained: a deny rule may
     name a tool the catalogue leaves out, as the contract's `no-prod-drops` names `db.drop`.)"""
+    outside = values_outside_cel(args)
+    if outside:  # no rule could see it as it is: one would err (and not fire) where it must decide
+        # a number the rules cannot see is no misfit of a number type besides: said once, as it is
+        numeric = {spec.name for spec in entry.args if spec.type in ("int", "uint", "double")} \
+            if entry is not None and entry.args else set()
+        unseen = {name for name in numeric & args.keys() if values_outside_cel({name: args[name]})}
+        return Refusal("the rules cannot see the call's arguments",
+                       (*outside, *argument_problems(tool, entry, args, unchecked=unseen)))
     misfits = argument_problems(tool, entry, args)
     if misfits:  # the rules were written for arguments of the declared types: none may let it through
         return Refusal("the call does not fit its tool's `args`", tuple(misfits), explainable=True)
-    outside = values_outside_cel(args)
-    if outside:  # no rule could see it as it is: one would err (and not fire) where it must decide
-        return Refusal("the rules cannot see the call's arguments", tuple(outside))
     return None
 
 
-def argument_problems(tool: str, entry: CatalogueEntry | None, args: dict[str, Any]) -> list[str]:
+def argument_problems(tool: str, entry: CatalogueEntry | None, args: dict[str, Any],
+                      unchecked: Collection[str] = ()) -> list[str]:
     """Why concrete arguments (as `typed_arguments` gives them) do not fit the entry's `args` schema
     (empty when they do, or when the entry declares none): an unknown argument, a missing required
-    one, a value of another type."""
+    one, a value of another type (not tested for the names in `unchecked`: values already refused)."""
     if entry is None or entry.args is None:
         return []
     schema = {spec.name: spec for spec in entry.args}
@@ -170,7 +176,7 @@ def argument_problems(tool: str, entry: CatalogueEntry | None, args: dict[str, A
         if spec is None:
             problems.append(f"`{tool}` has no argument `{name}`")
             continue
-        problem = type_problem(spec.type, value, None)
+        problem = None if name in unchecked else type_problem(spec.type, value, None)
         if problem is not None:
             problems.append(f"argument `{name}` of `{tool}` must be `{spec.type}`, but {problem[0]}")
     problems.extend(f"`{tool}` needs argument `{name}` (`{spec.type}`)" for name, spec in schema.items()
