@@ -1354,14 +1354,13 @@ def test_a_new_version_decides_blocked_cancelled_and_skipped_steps_again(box):
 # ------------------------------------------------------------------ tools that are missing or misbehave
 def test_a_constant_call_that_does_not_fit_its_tool_stops_the_run_before_anything_is_called(box):
     toolbox, runtime = box
-    run = start_plan(runtime, """
+    with pytest.raises(RunError, match="could not start: step `w`: argument `name` of t.write must be str, not int 5 "
+                                       "\\(the call does not fit the tool loaded for it; the run was not recorded\\)"):
+        start_plan(runtime, """
   step r { call t.read(key: "r") }
   step w after r { call t.write(name: 5) risk reversible_write idempotency "w" }
 """)
-    with pytest.raises(RunError, match="could not start: step `w`: argument `name` of t.write must be str, not int 5 "
-                                       "\\(the call does not fit the tool loaded for it; nothing was run\\)"):
-        runtime.advance(run)
-    assert toolbox.calls == [] and kinds(runtime, run, "intent") == []
+    assert toolbox.calls == [] and runtime.journal.runs() == []
 
 
 @pytest.mark.parametrize("guard", ['when false', 'when r.result.value == 99', 'idempotency "w-" + r.result.value'])
@@ -2532,7 +2531,13 @@ def test_a_step_freed_by_a_skipped_step_starts_without_waiting_for_an_unrelated_
 def test_misuse_of_the_runtime_api_is_a_clear_type_error(tmp_path):
     from plangate import RunError, Runtime
 
-    runtime = Runtime(tmp_path / "journal.db", ToolRegistry())
+    @tool("t.r")
+    def read() -> dict:
+        return {}
+
+    registry = ToolRegistry()
+    registry.register(read)
+    runtime = Runtime(tmp_path / "journal.db", registry)
     policy = "policy p { tool t.r { risk read_only } }"
     plan = "plan p { step s { call t.r() } }"
     with pytest.raises(TypeError, match="the policy texts are a list of SourceFile or"):
@@ -2671,3 +2676,13 @@ def test_run_takes_two_policy_files_with_one_text_as_one_policy(tmp_path, demo):
     alone = plangate("run", "examples/deploy.plan", "--policy", str(tmp_path / "copy.policy"),
                      "--tools", str(DEMO_TOOLS), "--run", "r2")
     assert alone.returncode == 3 and "another policy" not in alone.stderr, alone.stdout + alone.stderr
+
+
+def test_the_api_does_not_record_a_run_whose_tools_are_not_loaded(tmp_path):
+    """`Runtime.start` refuses as `plangate run` does: before anything is journaled."""
+    with runtime_at(tmp_path / "journal.db", ToolRegistry()) as empty:
+        with pytest.raises(RunError, match=r"could not start: the tools loaded do not include `t\.read` "
+                                           r"\(step `a`\); load the tools that define them \(`--tools`; "
+                                           r"the run was not recorded\)"):
+            empty.start(plan_text('  step a { call t.read(key: "k") }'), "t.plan", [("t.policy", TEST_POLICY)])
+        assert empty.journal.runs() == []

@@ -193,8 +193,18 @@ def test_two_different_tools_with_one_name_are_refused(tmp_path):
 
         alias = second
     """)
-    [problem] = ToolRegistry().load(str(path))
+    registry = ToolRegistry()
+    [problem] = registry.load(str(path))
     assert problem.startswith("two tools are named same.name: first in")
+    assert registry.names() == []  # none of a file with a problem: a caller never holds half of it
+    [again] = registry.load(str(path))  # and it is not taken as loaded
+    assert again.startswith("two tools are named same.name: first in")
+
+
+def test_a_blank_or_relative_tools_name_is_a_sentence_about_what_to_give():
+    assert ToolRegistry().load("") == ["no tools were named: give the path of a .py file or the name of a module"]
+    [problem] = ToolRegistry().load(".tools")
+    assert problem.startswith("`.tools` is no file, nor a module name (dotted identifiers")
 
 
 # --- binding --------------------------------------------------------------------------------------
@@ -391,6 +401,14 @@ def test_a_result_past_the_bounds_a_run_keeps_fails_like_one_with_no_json_form()
         "tool returns.text returned a result that is not JSON that plangate can keep: its canonical JSON text is over "
         "16 MiB, the most a run keeps")
     assert invoke_reconcile(returns_text, "k").error == "the reconcile hook of tool returns.text " + too_deep
+
+    @tool("returns.huge")
+    def returns_huge() -> Any:
+        return {"v": 10 ** 5000}
+
+    assert invoke(returns_huge, {}).error == (  # not Python's advice to raise its bound on digits
+        "tool returns.huge returned a result that is not JSON that plangate can keep: an int of more than 4,300 "
+        "digits is too long to write in JSON")
 
 
 def test_reconcile_hooks_are_invoked_like_tools(tmp_path):

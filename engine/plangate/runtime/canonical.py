@@ -35,6 +35,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import sys
 from decimal import Decimal
 from typing import Any, Iterator
 
@@ -215,7 +216,11 @@ def _write(value: Any, parts: list[str]) -> None:
     elif isinstance(value, bool):
         parts.append("true" if value else "false")
     elif isinstance(value, int):
-        parts.append(str(int(value)))
+        try:
+            parts.append(str(int(value)))
+        except ValueError:  # Python's bound on the digits it converts: not a limit of JSON a user can lift
+            raise ValueError(f"an int of more than {sys.get_int_max_str_digits():,} digits is too long to write "
+                             "in JSON") from None
     elif isinstance(value, float):
         if not math.isfinite(value):
             raise ValueError(f"JSON has no spelling for the float {value!r}")

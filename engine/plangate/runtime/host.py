@@ -285,6 +285,7 @@ class Runtime:
         if run is not None:
             _require_run_id(run)
         plan, policy = _load(plan_text, plan_file, policy_texts)
+        self.require_tools(plan, {}, "the run was not recorded")
         run = run or new_run_id()
         with self.hold(run):
             return self._start(run, plan, policy, plan_text, plan_file, policy_texts)
@@ -531,8 +532,8 @@ class Runtime:
                 missing.setdefault(step.call.tool, []).append(step.id)
         if missing:
             named = "; ".join(f"`{tool}` (step {backticked(steps)})" for tool, steps in missing.items())
-            raise RunError(f"could not start: the tools loaded do not include {named}; pass the --tools that "
-                           f"define them ({nothing_done})")
+            raise RunError(f"could not start: the tools loaded do not include {named}; load the tools that "
+                           f"define them (`--tools`; {nothing_done})")
         misfits = [f"step `{step.id}`: {'; '.join(errors)}" for step in plan.steps
                    if states.get(step.id) in _NOT_CALLED and (errors := _constant_misfits(self.tools, step))]
         if misfits:
@@ -1145,7 +1146,7 @@ class Runtime:
         missing = sorted(tool for tool in tools if self.tools.get(tool) is None)
         if missing:
             raise RunError(f"{what}: the tools loaded do not include " + backticked(missing)
-                           + f"; pass the --tools that define them ({nothing_done})")
+                           + f"; load the tools that define them (`--tools`; {nothing_done})")
 
     def _finish_abort(self, run: str) -> RunReport:
         """Go on with an abort recorded as `aborting`: cancel what is not finished, settle each

@@ -28,8 +28,8 @@ scripts): what a tools file writes to it while it is imported, and what a tool o
 writes to it while it is called, goes to standard error instead (`_stdout_to_stderr`). The switch
 is made per thread, since calls run on worker threads and may outlive the pass that made them:
 while any tool runs, `sys.stdout` is a `_ToolStdout` that sends a tool's thread's writes to
-`sys.stderr` and every other thread's where they were going. A thread a tool starts itself, and a
-child process (which writes to the file descriptor), are not redirected.
+`sys.stderr` and every other thread's where they were going. A thread a tool starts itself, a
+child process, and writes to the file descriptor itself (`os.write(1, …)`) are not redirected.
 
 `bind(tool, args, idempotency_key)` checks the plan's arguments against the parameters: missing
 required ones, unknown names (unless the function takes `**kwargs`) and the type hints `str`,
@@ -175,12 +175,17 @@ class ToolRegistry:
 
     def load(self, module_or_file: str | os.PathLike[str]) -> list[str]:
         """Register every `Tool` of a Python file (a path) or importable module (a name); the
-        problems, or []."""
+        problems, or [] (where there are any, none of its tools is registered)."""
         if isinstance(module_or_file, os.PathLike):
             module_or_file = os.fspath(module_or_file)
         if not isinstance(module_or_file, str):
             raise TypeError(f"load takes a file's path or a module's name, not {type(module_or_file).__name__}")
+        if not module_or_file.strip():
+            return ["no tools were named: give the path of a .py file or the name of a module"]
         looks_like_file = module_or_file.endswith(".py") or Path(module_or_file).is_file()
+        if not looks_like_file and not all(part.isidentifier() for part in module_or_file.split(".")):
+            return [f"`{module_or_file}` is no file, nor a module name (dotted identifiers, such as `tools` or "
+                    "`myapp.tools`): give the path of a .py file or the name of an importable module"]
         if looks_like_file:
             path = Path(module_or_file)
             if path.is_file() and str(path.resolve()) in self._loaded:
@@ -201,18 +206,22 @@ class ToolRegistry:
         if names & self._loaded:  # a module whose file was loaded already, under another name
             self._loaded |= names
             return []
-        self._loaded |= names
         attributes = vars(module_or_problem).values()
         found_by_identity = {id(value): value for value in attributes if isinstance(value, Tool)}
         found = list(found_by_identity.values())  # a tool bound to two names is one tool
         if not found:
             return [f"{module_or_file} defines no tools (functions decorated with @tool)"]
+        trial = ToolRegistry()  # all of the file's tools or none: a caller never holds half of it
+        trial._tools = dict(self._tools)
         problems = []
         for found_tool in found:
             try:
-                self.register(found_tool)
+                trial.register(found_tool)
             except ValueError as error:
                 problems.append(str(error))
+        if not problems:
+            self._tools = trial._tools
+            self._loaded |= names
         return problems
 
     def get(self, name: str) -> Tool | None:
