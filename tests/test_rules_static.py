@@ -657,3 +657,23 @@ def test_a_value_the_when_fixes_is_not_pinned_where_the_rule_asks_whether_it_is_
       deny "missing" when call.tool == "t.n" && !has(args.x.level) }"""
     plan = 'plan q { step a { call src.get() } step s { when a.result.level == "high" call t.n(x: a.result) } }'
     assert [(d.name, d.message) for d in diagnostics(plan, policy)] == [("policy-deny", "deny rule `has` fires for step `s`")]
+
+
+@pytest.mark.parametrize("when, expected", [
+    # 500.0 * 0.1 is exactly 50.0 once rounded: the solver's example (500.0) does not fire, and the
+    # example over every run (501.0) is a run where the step is skipped
+    ("a.result.w <= 500.0", ("decided-at-run-time", "the solver's example does not fire")),
+    # a `when` the solver does not follow: an example over every run that breaks it proves nothing
+    ("a.result.w < 50.0 && a.result.xs.exists(x, x > 1)", ("decided-at-run-time", "`exists` is outside the subset")),
+    # one that holds on the example (the runtime's evaluator says so) keeps the "may" and its example
+    ('a.result.tag.matches("^x")', ("policy-deny-possible", "it fires when `a.result.tag` = \"x\", `a.result.w` = 501.0")),
+])
+def test_a_may_over_every_run_stands_under_an_undecided_when_only_with_an_example_where_the_step_runs(when, expected):
+    policy = """policy p {
+      tool src.get { risk read_only }
+      tool pay.refund { risk read_only args { amount: double } }
+      deny "fee" when args.amount * 0.1 > 50.0
+    }"""
+    plan = f"plan q {{ step a {{ call src.get() }} step r {{ when {when} call pay.refund(amount: a.result.w) }} }}"
+    [found] = diagnostics(plan, policy)
+    assert found.name == expected[0] and expected[1] in found.message, found.message

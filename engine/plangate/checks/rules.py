@@ -232,11 +232,52 @@ def _decide_condition(evaluator: Any, condition: cel.Expr, scope: dict[str, Any]
         scope.setdefault(key, value)
     # On the runs where the step runs: the condition's verdict given that the `when`s it runs under
     # hold. (Not `when && !condition`: `!` of an error is an error, so runs where the rule fails,
-    # and does not fire, would not count against "must".) Where those conditions are outside what
-    # the solver reasons about, the verdict over every run stands: they only narrow the runs, so
-    # its "must" holds on the narrower set and its "may" is still possible there.
-    given = _verdict(evaluator, condition, scope, True, assume, given=tuple(rename_steps(when, steps) for when in whens))
-    return alone if given.outcome in ("runtime", "unknown") else given
+    # and does not fire, would not count against "must".) Where that cannot be decided (the
+    # conditions are outside what the solver reasons about, or its example does not fire once the
+    # runtime rounds), the verdict over every run stands only where it holds on the narrower set:
+    # a "must" does; a "may" where its example is a run where the step runs (the runtime's
+    # evaluator says every `when` holds on it), or where the `when`s read no result field that the
+    # call's arguments read (whatever makes them hold leaves the example as it is); else the rule
+    # is decided at run time.
+    conditions = tuple(rename_steps(when, steps) for when in whens)
+    given = _verdict(evaluator, condition, scope, True, assume, given=conditions)
+    if given.outcome not in ("runtime", "unknown"):
+        return given
+    if alone.outcome == "must" or (alone.witness is not None and _holds_on(conditions, scope, alone.witness)):
+        return alone
+    call = facts.step.call
+    read_by_call = _chains_read([argument.value for argument in call.args] if call is not None else [])
+    if not _overlap(read_by_call, _chains_read(whens)):
+        return alone
+    return given
+
+
+def _chains_read(exprs: list[cel.Expr]) -> set[str]:
+    """The longest chains of field selections the expressions read (`a.result.w`), as text."""
+    found: set[str] = set()
+    pending = list(exprs)
+    while pending:
+        expr = pending.pop()
+        chain = cel.field_chain(expr)
+        if chain is not None:
+            found.add(".".join([chain[0], *chain[1]]))
+        else:
+            pending.extend(cel.children(expr))
+    return found
+
+
+def _overlap(paths: set[str], others: set[str]) -> bool:
+    """Whether a path of one set is, or holds, or lies inside a path of the other."""
+    return any(a == b or a.startswith(b + ".") or b.startswith(a + ".") for a in paths for b in others)
+
+
+def _holds_on(conditions: tuple[cel.Expr, ...], scope: dict[str, Any], witness: dict[str, Any]) -> bool:
+    """Whether every condition is exactly true, by the runtime's evaluator, on the run `witness` describes."""
+    from plangate.cel.evaluate import compile_expr
+    from plangate.smt.decide import instantiate
+
+    concrete = instantiate(scope, witness)
+    return all(compile_expr(condition)(concrete) is True for condition in conditions)
 
 
 def _running_conditions(step: Step, ctx: PlanContext) -> list[cel.Expr]:
