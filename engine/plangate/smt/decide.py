@@ -47,7 +47,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
-from plangate.cel.ast import Expr, field_chain
+from plangate.cel.ast import Binary, Expr, field_chain
 from plangate.smt import solve
 from plangate.smt.encode import Encoder, Unknown, Unsupported, collection_kinds, conj, store_path
 
@@ -68,10 +68,11 @@ def decide(condition: Expr, activation: Mapping[str, object], time_bound: float 
     when it gave the solver durations as seconds). `given`: conditions that hold on every run that
     matters (a step's `when`: its call is made only when it fires), a premise as `assume` is."""
     pinned = pinned_by(given, activation)
+    followed, unfollowed = _followed(given, activation)
     try:
-        encoder, premise, fires = _encoded(condition, activation, assume, given, pinned)
+        encoder, premise, fires = _encoded(condition, activation, assume, followed, pinned)
         if pinned and not encoder.pins_read_as_values():
-            encoder, premise, fires = _encoded(condition, activation, assume, given, {})
+            encoder, premise, fires = _encoded(condition, activation, assume, followed, {})
         if premise == "false":
             return Verdict("never")
         if fires in ("true", "false") and premise == "true":
@@ -84,8 +85,36 @@ def decide(condition: Expr, activation: Mapping[str, object], time_bound: float 
         return Verdict("runtime", reason="the expression is nested too deeply to reason about")
     replay = _Replay(condition, assume, given, activation if original is None else original)
     if encoder.atoms:
-        return _narrowed(encoder, _decide_opaque(encoder, background, fires, values, time_bound, replay))
-    return _narrowed(encoder, _decide_plain(encoder, background, fires, values, time_bound, replay))
+        verdict = _decide_opaque(encoder, background, fires, values, time_bound, replay)
+    else:
+        verdict = _decide_plain(encoder, background, fires, values, time_bound, replay)
+    if unfollowed is not None and verdict.outcome == "may" and (verdict.witness is None or replay(verdict.witness) is not True):
+        return Verdict("runtime", reason=unfollowed)  # a "may" under part of the premise needs a run under all of it
+    return _narrowed(encoder, verdict)
+
+
+def _followed(given: Sequence[Expr], activation: Mapping[str, object]) -> tuple[list[Expr], str | None]:
+    """The conjuncts of `given` the encoder follows, and why one is not (None when all are). A
+    premise of fewer conjuncts holds on more runs: "never" and "must" under it hold under all of
+    them; a "may" stands only with an example that the runtime's evaluator finds under all."""
+    followed: list[Expr] = []
+    unfollowed: str | None = None
+    pending = list(reversed(given))
+    while pending:
+        expr = pending.pop()
+        if isinstance(expr, Binary) and expr.op == "&&":
+            pending += [expr.right, expr.left]
+            continue
+        try:
+            Encoder(activation, opaque=True, kinds=collection_kinds(activation)).fires(expr)
+        except Unsupported as error:
+            unfollowed = unfollowed or error.reason
+            continue
+        except RecursionError:
+            unfollowed = unfollowed or "the expression is nested too deeply to reason about"
+            continue
+        followed.append(expr)
+    return followed, unfollowed
 
 
 def _encoded(condition: Expr, activation: Mapping[str, object], assume: Sequence[Expr], given: Sequence[Expr],
@@ -107,7 +136,7 @@ def pinned_by(given: Sequence[Expr], activation: Mapping[str, object]) -> dict[s
     `decide` keeps the pins only where the encoding read each pinned value as itself
     (`Encoder.pins_read_as_values`): `has()` of it, or a read of the map above it as a whole, would
     not know of the constant, so it decides without pins then."""
-    from plangate.cel.ast import Binary, Literal, Unary
+    from plangate.cel.ast import Literal, Unary
 
     pinned: dict[str, object] = {}
     pending = list(reversed(given))  # taken from the end: the first conjunct first
