@@ -523,3 +523,13 @@ def test_patterns_python_and_re2_may_read_differently_are_not_translated(pattern
     from plangate.smt.regex import search_language
 
     assert search_language(pattern) is None
+
+
+def test_conjunctions_and_disjunctions_keep_each_part_once_in_its_first_place():
+    from plangate.smt.encode import conj, disj
+
+    assert conj("a", "true", "b", "a") == "(and a b)" and conj("a", "false", "b") == "false"
+    assert conj() == "true" and conj("true", "a", "a") == "a"
+    assert disj("a", "false", "b", "a") == "(or a b)" and disj("a", "true") == "true" and disj() == "false"
+    many = [f"(= s v{i})" for i in range(20_000)]  # a rule's `in` over a long list: kept whole, in order
+    assert disj(*many, *many) == f"(or {' '.join(many)})"

@@ -255,23 +255,25 @@ ERROR = Cond("false", "false")
 
 
 def conj(*parts: str) -> str:
-    kept: list[str] = []
+    """`(and …)` of the parts, each once in its first place; `true` parts left out, `false` absorbs."""
+    kept: dict[str, None] = {}  # a dict keeps the order and tests membership in constant time
     for part in parts:
         if part == "false":
             return "false"
-        if part != "true" and part not in kept:
-            kept.append(part)
-    return "true" if not kept else kept[0] if len(kept) == 1 else f"(and {' '.join(kept)})"
+        if part != "true":
+            kept[part] = None
+    return "true" if not kept else next(iter(kept)) if len(kept) == 1 else f"(and {' '.join(kept)})"
 
 
 def disj(*parts: str) -> str:
-    kept: list[str] = []
+    """`(or …)` of the parts, each once in its first place; `false` parts left out, `true` absorbs."""
+    kept: dict[str, None] = {}
     for part in parts:
         if part == "true":
             return "true"
-        if part != "false" and part not in kept:
-            kept.append(part)
-    return "false" if not kept else kept[0] if len(kept) == 1 else f"(or {' '.join(kept)})"
+        if part != "false":
+            kept[part] = None
+    return "false" if not kept else next(iter(kept)) if len(kept) == 1 else f"(or {' '.join(kept)})"
 
 
 def neg(part: str) -> str:
