@@ -58,7 +58,7 @@ from plangate.checks.context import PlanContext
 from plangate.checks.currency import plan_currency
 from plangate.checks.limits import money_text, shared_currency
 from plangate.diagnostics import Diagnostic, Label, Severity, diagnostic
-from plangate.policy.compiled import CatalogueEntry
+from plangate.policy.compiled import CatalogueEntry, LimitValue
 from plangate.smt.branches import Branches, Worst
 from plangate.source import Span
 
@@ -282,6 +282,7 @@ def _loads(ctx: PlanContext) -> tuple[Loads, tuple[str, ...], str | None, int, l
             seconds.append(entry.time_cap)
         else:
             seconds.append(0)
+    diagnostics += _rollback_currencies(ctx, order, currency, limit)
     scale = _scale(amounts + _bound_amounts(ctx))
     order_index = {step_id: index for index, step_id in enumerate(order)}
     pred = ctx.graph.pred
@@ -293,6 +294,30 @@ def _loads(ctx: PlanContext) -> tuple[Loads, tuple[str, ...], str | None, int, l
     loads = Loads(tuple(order), tuple(attempts), tuple(scaled[amount] for amount in amounts), tuple(seconds),
                   predecessors)
     return loads, tuple(excluded), currency, scale, diagnostics
+
+
+def _rollback_currencies(ctx: PlanContext, order: list[str], currency: str | None,
+                         limit: LimitValue | None) -> list[Diagnostic]:
+    """A rollback is charged its tool's cap at run time, with the plan's other costs: a cap in
+    another currency than the plan's could not be added to them (the static sums leave rollbacks
+    out, so only the currency is checked here). One that disagrees with the policy's own limit is
+    reported on the policy."""
+    found: list[Diagnostic] = []
+    if ctx.policy is None or currency is None:
+        return found
+    for step_id in order:
+        rollback = ctx.graph.steps[step_id].rollback
+        entry = ctx.policy.match(rollback.tool) if rollback is not None else None
+        if rollback is None or entry is None or entry.cost_cap is None or shared_currency(entry.currency, currency)[0]:
+            continue
+        if limit is None or shared_currency(entry.currency, limit.currency)[0]:
+            found.append(diagnostic(
+                "currency-mismatch", rollback.tool_span,
+                f"the rollback of step `{step_id}` is charged the `{money_text(entry.cost_cap, entry.currency)}` cap of "
+                f"tool `{entry.cost_source()[0]}`, but the plan counts in `{currency}`",
+                labels=[Label(entry.cost_source()[1], "the cap is here")],
+                help=f"state the plan's costs in `{entry.currency}`, or the cap in `{currency}`"))
+    return found
 
 
 def _bound_amounts(ctx: PlanContext) -> list[Decimal]:

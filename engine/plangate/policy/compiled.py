@@ -280,6 +280,7 @@ def compile_policies(policies: Iterable[Policy]) -> tuple[CompiledPolicy, list[D
     rules: list[CompiledRule] = []
     stated: set[str] = set()
     limits: dict[str, LimitValue] = {}
+    coded_limit: LimitValue | None = None  # the first limit that states a currency
     tests: list[tuple[str, PolicyTest]] = []
 
     for position, policy in enumerate(policies):
@@ -324,8 +325,15 @@ def compile_policies(policies: Iterable[Policy]) -> tuple[CompiledPolicy, list[D
                 continue
             if current is None or value.key() < current.key():
                 limits[limit.name] = value
+            if value.currency and coded_limit is None:
+                coded_limit = value
         tests.extend((policy.id, test) for test in policy.tests)
-    _check_cap_currencies(policies, limits.get("cost"), diagnostics)
+    currency = _check_cap_currencies(policies, coded_limit, diagnostics)
+    if currency is not None:  # an amount without a code takes the currency of those it meets
+        cost_limit = limits.get("cost")
+        if cost_limit is not None and cost_limit.amount is not None and not cost_limit.currency:
+            limits["cost"] = replace(cost_limit, currency=currency)
+        catalogue = {pattern: _in_currency(entry, currency) for pattern, entry in catalogue.items()}
 
     compiled = CompiledPolicy(
         ids=tuple(p.id for p in policies),
@@ -340,6 +348,14 @@ def compile_policies(policies: Iterable[Policy]) -> tuple[CompiledPolicy, list[D
     object.__setattr__(compiled, "hash", content_hash(compiled.canonical()))
     _check_schemas(compiled, diagnostics)
     return compiled, diagnostics
+
+
+def _in_currency(entry: CatalogueEntry, currency: str) -> CatalogueEntry:
+    """`entry` (and the policies' entries it combines) with a cost cap written without a code in `currency`."""
+    parts = tuple(_in_currency(part, currency) for part in entry.parts)
+    if entry.cost_cap is not None and not entry.currency:
+        return replace(entry, currency=currency, parts=parts)
+    return replace(entry, parts=parts) if parts != entry.parts else entry
 
 
 def _merge_entries(first: CatalogueEntry, second: CatalogueEntry, diagnostics: list[Diagnostic]) -> CatalogueEntry:
@@ -510,8 +526,9 @@ def _level(risk: Risk | None) -> int:
 
 
 def _check_cap_currencies(policies: Sequence[Policy], cost_limit: LimitValue | None,
-                          diagnostics: list[Diagnostic]) -> None:
-    """Tool cost caps meet the cost limit (and each other) in every plan's cost bound: one currency."""
+                          diagnostics: list[Diagnostic]) -> str | None:
+    """Tool cost caps meet the cost limit (and each other) in every plan's cost bound: one currency,
+    which is returned (the limit's, else the first cap's; None when no amount states one)."""
     reference = (cost_limit.currency, cost_limit.span, f"`limit cost` of policy `{cost_limit.policy}`") \
         if cost_limit is not None and cost_limit.currency else None
     for policy in policies:
@@ -526,6 +543,7 @@ def _check_cap_currencies(policies: Sequence[Policy], cost_limit: LimitValue | N
                     f"tool `{entry.pattern}` is capped at `{entry.cost}`, but {reference[2]} is in `{reference[0]}`",
                     labels=[Label(reference[1], f"in `{reference[0]}` here")],
                     help=f"state the cap in `{reference[0]}`"))
+    return reference[0] if reference is not None else None
 
 
 def _limit_value(policy: str, limit: Limit, diagnostics: list[Diagnostic]) -> LimitValue | None:
