@@ -554,10 +554,10 @@ def test_a_file_that_claims_no_size_is_read_only_up_to_the_bound() -> None:
 def test_the_approval_prompt_shows_reordering_and_invisible_characters_as_escapes() -> None:
     """`"\u202e\u2066ecila"` displays as `alice…` reversed on a terminal that applies bidi: what is
     approved must read as it is."""
-    from plangate.cli import _unspoofed
+    from plangate.diagnostics.render import unspoofed
 
-    assert _unspoofed('pay.send({"to":"\u202e\u2066ecila\u200b"})') == 'pay.send({"to":"\\u202e\\u2066ecila\\u200b"})'
-    assert _unspoofed("café ✓ 日本") == "café ✓ 日本"
+    assert unspoofed('pay.send({"to":"\u202e\u2066ecila\u200b"})') == 'pay.send({"to":"\\u202e\\u2066ecila\\u200b"})'
+    assert unspoofed("café ✓ 日本") == "café ✓ 日本"
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")
@@ -703,3 +703,18 @@ def test_a_suggestion_from_no_candidates_is_none() -> None:
     from plangate.suggest import closest
 
     assert closest("step", []) is None and closest("stpe", ["step"]) == "step"
+
+
+def test_test_listings_and_policy_diffs_show_control_characters_as_check_does(tmp_path, monkeypatch, capsys) -> None:
+    """A test's or a rule's name is the policy's text: an escape sequence in it must not reach the
+    terminal (rewrite a FAIL line to read `ok`, set the window's title)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "spoof.policy").write_text('policy p {\n  tool t.l { risk read_only }\n  deny "no" when call.tool == "t.l"\n'
+                                           '  test "\\rok \\u001b[K" {\n    call t.l()\n    expect allow\n  }\n}\n')
+    (tmp_path / "old.policy").write_text('policy p {\n  tool t.l { risk read_only }\n'
+                                         '  deny "x\\u001b]0;pwned\\u0007" when call.tool == "t.l"\n}\n')
+    (tmp_path / "new.policy").write_text('policy p {\n  tool t.l { risk read_only }\n}\n')
+    code, out, _ = run(capsys, "test", "spoof.policy")
+    assert code == 1 and "FAIL p › ␍ok ␛[K" in out and "\x1b" not in out and "\r" not in out
+    code, out, _ = run(capsys, "policy", "diff", "old.policy", "new.policy")
+    assert code == 0 and "deny rule `x␛]0;pwned␇` was removed" in out and "\x1b" not in out and "\x07" not in out

@@ -363,8 +363,9 @@ def _test(args: argparse.Namespace) -> int:
         text = render(result.diagnostics, result.sources, args.format, files=result.files,
                       color=args.output is None and args.format == "text" and _use_color("auto", sys.stdout),
                       tool_version=__version__)
-    if args.format == "text":
-        text = result.report + ("\n" + text if result.diagnostics else "")
+    if args.format == "text":  # the listing quotes the tests' names: shown as the diagnostics show input
+        listing = "\n".join(terminal_text(line) for line in result.report.split("\n"))
+        text = listing + ("\n" + text if result.diagnostics else "")
     failed = _emit(text, args.output)
     return failed if failed is not None else result.exit_code(strict=args.strict)
 
@@ -406,39 +407,39 @@ def _runtime_command(function):
         try:
             return function(args)
         except JournalError as error:  # found while reading or writing a journal that opened
-            print(_terminal_text(f"plangate: {error} (the journal is damaged, or cannot be written)"), file=sys.stderr)
+            print(terminal_text(f"plangate: {error} (the journal is damaged, or cannot be written)"), file=sys.stderr)
             return 2
         except RunError as error:  # it may quote the journal: a reason, a name
-            print(_terminal_text(f"plangate: {error}"), file=sys.stderr)
+            print(terminal_text(f"plangate: {error}"), file=sys.stderr)
             return 2
     return run
 
 
-def _terminal_text(text: str) -> str:
-    """Text from a journal as the runtime's commands print it (`run`, `resume`, `status`, `log`,
-    `abort`, their errors; `--format json` keeps it as it is): a tool's error message, a reason, a
-    name may hold anything. Each control character is shown as `check` shows one, by its control
-    picture (`␛` for ESC, `␊` for a newline: no escape sequence reaches the terminal, and a record
-    or a step stays one line), and each invisible or reordering character (a bidi override) as
-    `approve` shows one, as its `\\uXXXX` escape (`_unspoofed`), so the text reads as it is."""
-    from plangate.diagnostics.render import one_line
+def terminal_text(text: str) -> str:
+    from plangate.diagnostics.render import terminal_text as shown  # imported on use: `--version` stays fast
 
-    return _unspoofed(one_line(text))
+    return shown(text)
+
+
+def unspoofed(text: str) -> str:
+    from plangate.diagnostics.render import unspoofed as shown
+
+    return shown(text)
 
 
 def _print_report(report) -> int:
-    print(_terminal_text(f"run {report.run}: {report.state}"))
+    print(terminal_text(f"run {report.run}: {report.state}"))
     for step_id, info in report.steps.items():
         reason = f" — {info['reason']}" if info.get("reason") else ""
-        print(_terminal_text(f"  {step_id:<20} {info['state']:<22} attempts {info['attempts']}{reason}"))
+        print(terminal_text(f"  {step_id:<20} {info['state']:<22} attempts {info['attempts']}{reason}"))
     if report.state != "succeeded":
-        print(_terminal_text(report.message))
+        print(terminal_text(report.message))
     unsettled = [step_id for step_id, info in report.steps.items() if info["state"] == "outcome_unknown"]
     if report.state != "aborted" and (any(info["state"] == "waiting_for_approval" for info in report.steps.values())
                                       or any(step_id not in report.needs_reconcile for step_id in unsettled)):
-        print(_terminal_text(f"go on with: plangate resume {report.run} --tools …"))
+        print(terminal_text(f"go on with: plangate resume {report.run} --tools …"))
     for step_id in report.needs_reconcile:
-        print(_terminal_text(f"settle it with: plangate reconcile {report.run} {step_id} --happened|--not-happened "
+        print(terminal_text(f"settle it with: plangate reconcile {report.run} {step_id} --happened|--not-happened "
                              "--as NAME"))
     return report.exit_code
 
@@ -518,8 +519,8 @@ def _approve(args: argparse.Namespace) -> int:
     print(f"run:       {args.run_id}")
     print(f"plan:      {view.plan.id} version {call['plan_version']} ({call['plan_hash']})")
     print(f"step:      {args.step}")
-    print(f"call:      {_unspoofed(call['tool'] + '(' + canonical_json(call['args']) + ')')}")
-    print(f"approver:  {_unspoofed(approver)} as role \"{_unspoofed(role)}\"")
+    print(f"call:      {unspoofed(call['tool'] + '(' + canonical_json(call['args']) + ')')}")
+    print(f"approver:  {unspoofed(approver)} as role \"{unspoofed(role)}\"")
     if not args.yes:  # the answer may come from a terminal or from a pipe; no answer is a no
         print("approve this exact call? [y/N] ", end="", flush=True)
         try:  # bounded: a pipe may never end a line (`< /dev/zero`)
@@ -539,15 +540,6 @@ def _approve(args: argparse.Namespace) -> int:
     body = runtime.approve(args.run_id, args.step, approver, role, shown=call)  # exactly what was shown
     print(f"approved; valid until {body['expires_at']}")
     return 0
-
-
-def _unspoofed(text: str) -> str:
-    """`text` with invisible and reordering characters (bidi overrides, zero-width marks: Unicode
-    format characters) and controls written as `\\uXXXX`: what is approved must read as it is."""
-    import unicodedata
-
-    return "".join(char if unicodedata.category(char) not in ("Cf", "Cc") else
-                   f"\\u{ord(char):04x}" if ord(char) <= 0xFFFF else f"\\U{ord(char):08x}" for char in text)
 
 
 @_runtime_command
@@ -612,10 +604,10 @@ def _log(args: argparse.Namespace) -> int:
             "problems": [{"seq": p.seq, "code": p.code, "message": p.message} for p in problems]}, indent=2))
     else:
         for record in records:
-            print(_terminal_text(f"{record.at}  {record.kind:<15} {record.step or '':<18} {_summary(record)}"))
+            print(terminal_text(f"{record.at}  {record.kind:<15} {record.step or '':<18} {_summary(record)}"))
         if args.verify:
             print("journal verified: the hash chain is whole" if not problems else
-                  "journal damaged:\n" + "\n".join(_terminal_text(f"  {p}") for p in problems))
+                  "journal damaged:\n" + "\n".join(terminal_text(f"  {p}") for p in problems))
     return 1 if problems and args.verify else 0
 
 

@@ -147,8 +147,26 @@ def one_line(text: str) -> str:
     """`text` with every control character made visible, newline and tab too. A message and a file
     name are one line each; a newline in them comes from the input (a file name, a rule's name)
     and would start a line of its own, which a CI log may read as a command (`::error`). The
-    runtime's commands show what a journal holds through it too (`cli._terminal_text`)."""
+    runtime's commands show what a journal holds through it too (`terminal_text`)."""
     return _ANY_CONTROL.sub(lambda match: _visible_char(match.group()), text)
+
+
+def unspoofed(text: str) -> str:
+    """`text` with invisible and reordering characters (bidi overrides, zero-width marks: Unicode
+    format characters) and controls written as `\\uXXXX`: what is approved must read as it is."""
+    return "".join(char if unicodedata.category(char) not in ("Cf", "Cc") else
+                   f"\\u{ord(char):04x}" if ord(char) <= 0xFFFF else f"\\U{ord(char):08x}" for char in text)
+
+
+def terminal_text(text: str) -> str:
+    """Text that a command prints outside a diagnostic and that may quote its input or a journal
+    (`run`, `resume`, `status`, `log`, `abort`, their errors; the lines of `test` and `policy
+    diff`; `--format json` keeps it as it is): a tool's error message, a reason, a rule's or a
+    test's name may hold anything. Each control character is shown as `check` shows one, by its
+    control picture (`␛` for ESC, `␊` for a newline: no escape sequence reaches the terminal, and a
+    line stays one line), and each invisible or reordering character (a bidi override) as
+    `approve` shows one, as its `\\uXXXX` escape (`unspoofed`), so the text reads as it is."""
+    return unspoofed(one_line(text))
 
 
 def _cell_width(char: str) -> int:

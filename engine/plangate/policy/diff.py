@@ -1493,7 +1493,7 @@ def diff_command(old_path: str, new_path: str, output_format: str, exit_code: bo
     """The CLI face: 0 when the diff was made, 2 when a policy is broken; with `exit_code`, 1 when
     the policies differ in meaning (a `rewritten` entry alone is no difference)."""
     from plangate.diagnostics import Severity
-    from plangate.diagnostics.render import render
+    from plangate.diagnostics.render import render, terminal_text
     from plangate.driver import check
 
     compiled = []
@@ -1503,7 +1503,7 @@ def diff_command(old_path: str, new_path: str, output_format: str, exit_code: bo
         if errors or result.policy is None:
             sys.stderr.write(render(result.diagnostics, result.sources, "text", files=result.files,
                                     tool_version=""))
-            print(f"plangate: `{path}` has errors; no diff was made", file=sys.stderr)
+            print(terminal_text(f"plangate: `{path}` has errors; no diff was made"), file=sys.stderr)
             return 2
         compiled.append(result.policy)
     changes = diff_policies(compiled[0], compiled[1])
@@ -1512,13 +1512,13 @@ def diff_command(old_path: str, new_path: str, output_format: str, exit_code: bo
         print(json.dumps({"old": old_path, "new": new_path, "same_meaning": not differs,
                           "changes": [asdict(c) for c in changes]}, indent=2))
     else:
-        if not differs:
-            print(f"`{old_path}` and `{new_path}` have the same meaning: they allow and deny the same calls, "
-                  "with the same requirements, warnings and limits")
+        if not differs:  # each line may quote the policies (a rule's name, a string): shown as diagnostics show them
+            print(terminal_text(f"`{old_path}` and `{new_path}` have the same meaning: they allow and deny the "
+                                "same calls, with the same requirements, warnings and limits"))
         for kind in ("loosened", "tightened", "changed", "rewritten"):
             group = [change for change in changes if change.kind == kind]
             if group:
                 print(TITLES[kind] + ":")
                 for change in group:
-                    print(f"  {change.text}")
+                    print(f"  {terminal_text(change.text)}")
     return 1 if (differs and exit_code) else 0
