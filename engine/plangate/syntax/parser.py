@@ -55,6 +55,9 @@ _OPERANDS = ("NAME", "NUMBER", "UINT", "HEX", "STRING", "SQ_STRING", "TRUE", "FA
 # The keywords that begin an independent item of a plan or policy: the unit that recovery blanks out.
 _ITEM_KEYWORDS = ("step", "check", "budget", "tool", "require", "deny", "warn", "limit", "test", "unknown_tools",
                   "objective", "non_goal", "scope", "success", "constraint", "decision", "version")
+# The start of a plan's or policy's header: its keyword at the start of a line, before a name or `{`.
+_HEADER = re.compile(r"(?:^|(?<=\r))[ \t]*(?:plan|policy)(?=[ \t]*[^.\s\[(])", re.MULTILINE)
+_LINE_END = re.compile(r"[\r\n]|\Z")
 # Lines that begin an item (a plan or policy included).
 _ITEM_START = re.compile(r"(?:^|(?<=\r))[ \t]*(?:" + "|".join(_ITEM_KEYWORDS + ("plan", "policy")) + r")\b", re.MULTILINE)
 
@@ -346,7 +349,9 @@ def _parse_with_recovery(parser: _Parser, source: SourceFile) -> ParseResult:
         errors.append(error)
         if not outcome.recoverable or len(errors) >= MAX_SYNTAX_ERRORS:
             return ParseResult(None, errors)
-        blanked = _blank_item(text, error.span.start)
+        blanked = _repaired_header(text, error.span.start)
+        if blanked is None:
+            blanked = _blank_item(text, error.span.start)
         if blanked is None or blanked == text:
             return ParseResult(None, errors)
         text = blanked
@@ -417,6 +422,32 @@ def _blank_item(text: str, offset: int) -> str | None:
             return None
     region = re.sub(r"[^\r\n]", " ", text[begin:end])
     return text[:begin] + region + text[end:]
+
+
+def _repaired_header(text: str, offset: int) -> str | None:
+    """`text` with an error in a plan's or policy's header line (`plan deploy-v2 {`, a stray
+    character after the `{`) mended in place, or None when the error is not there. Blanking the
+    item would blank the header, and every item of the body would then stand outside any plan: a
+    false error each. So a name that does not parse becomes `x` (the document is not used: the
+    file has errors), and the rest of the line after the `{` becomes white space; lengths and
+    lines are kept, so every later error keeps its position."""
+    header = None
+    for match in _HEADER.finditer(text, 0, offset + 1):
+        header = match
+    if header is None:
+        return None
+    brace = text.find("{", header.end())
+    line_end = _LINE_END.search(text, header.end()).start()  # type: ignore[union-attr]
+    if brace == -1 or brace > line_end:
+        return None  # no `{` on the header's line: not a header this can mend
+    if offset < brace:
+        name = text[header.end():brace]
+        if len(name) < 2 or not name[0].isspace():
+            return None
+        return text[:header.end()] + " x" + " " * (len(name) - 2) + text[brace:]
+    if offset < line_end and text[brace + 1:offset].strip() == "":
+        return text[:offset] + " " * (line_end - offset) + text[line_end:]
+    return None
 
 
 def _starts_mid_line(text: str, stop_after: int | None = None) -> list[int]:
@@ -524,6 +555,14 @@ def _describe(parser: _Parser, name: str, text: str, error: UnexpectedInput) -> 
         if token.type == "SQ_STRING" and "STRING" in expected:  # `objective 'x'`: only CEL takes single quotes
             return diagnostic("syntax-error", span, f"a string here is written in double quotes, found {found}",
                               help=f"write `{_double_quoted(str(token.value))}`; single quotes are for CEL expressions only")
+    if token is not None and token.type == "MINUS" and "MINUS" not in expected:
+        word = _WORD_BEFORE.search(text, max(0, token.start_pos - 200), token.start_pos)
+        hyphenated = _HYPHENATED.match(text, word.start()) if word is not None else None
+        if hyphenated is not None and hyphenated.end() > token.end_pos:
+            written = hyphenated.group()  # `deploy-v2` where a name ends: a name with a hyphen in it
+            return diagnostic("syntax-error", Span(name, hyphenated.start(), hyphenated.end()),
+                              f"`{written}` is not a name: a name holds letters, digits and `_`, not `-`",
+                              help=f"write `{written.replace('-', '_')}`")
     label = _match_example(parser, error)
     if label == "missing-close-brace" and kind not in _BLOCK_KEYWORDS:
         label = None  # a misspelt clause (`aproval by …`), not the start of the next block
@@ -534,6 +573,8 @@ def _describe(parser: _Parser, name: str, text: str, error: UnexpectedInput) -> 
                       help=_keyword_hint(parser, token, expected))
 
 
+_WORD_BEFORE = re.compile(r"(?<![A-Za-z0-9_.])[A-Za-z_][A-Za-z0-9_]*\Z")  # searched up to a `-`
+_HYPHENATED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:-[A-Za-z0-9_]+)+")
 _OPTIONAL_AFTER_NAME = re.compile(r"\?\s*:\s*([A-Za-z_][A-Za-z0-9_]*)")
 _STRING_PREFIX = re.compile(r"(?<![A-Za-z0-9_])(?:[rRbB]|[rR][bB]|[bB][rR])\Z")
 
@@ -636,7 +677,7 @@ def _describe_character(parser: _Parser, name: str, text: str, error: Unexpected
     offset = error.pos_in_stream
     char = text[offset] if offset < len(text) else ""
     if char in "\"'":
-        line_end = re.compile(r"[\r\n]|\Z").search(text, offset).start()
+        line_end = _LINE_END.search(text, offset).start()  # type: ignore[union-attr]
         return diagnostic("syntax-error", Span(name, offset, line_end), "unterminated string",
                           help=f"close the string with `{char}` on the same line")
     span = Span(name, offset, offset + 1)
