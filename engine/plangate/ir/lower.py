@@ -150,13 +150,14 @@ class Lowering(Transformer):
         """The whole number `token` holds, or None (reported) when it is not one or is too small;
         the caller then leaves the clause out rather than invent a value."""
         text = token.value
-        if not text.isdigit():
+        number = Decimal(text)  # a NUMBER token: digits, a fraction, an exponent (`1e3` is whole, as limits read it)
+        if not number.is_finite() or number != number.to_integral_value():
             self._report("invalid-value", self._tok(token), f"{what} must be a whole number, not `{text}`")
             return None
-        if len(text.lstrip("0")) > MAX_NUMBER_DIGITS:
+        if (len(text.lstrip("0")) if text.isdigit() else number.adjusted() + 1) > MAX_NUMBER_DIGITS:
             self._report("invalid-value", self._tok(token), f"{what} has more than {MAX_NUMBER_DIGITS} digits")
             return None
-        value = int(text)
+        value = int(number)
         if value < minimum:
             self._report("invalid-value", self._tok(token), f"{what} must be at least {minimum}")
             return None
