@@ -256,7 +256,7 @@ def test_broken_items_on_one_line_are_each_reported(text, count):
 
 @pytest.mark.parametrize("text, columns", [
     ("plan p { budget { calls <= } step a { call t.r() } }", [28]),
-    ("plan p { budget { calls <= 3u } step a { call t.r() } }", [29]),
+    ("plan p { budget { time <= 3u } step a { call t.r() } }", [27]),
     ('plan p { scope "a", step a { call t.r() } step b { call t.r() } }', [21]),
     ('plan p { version 1 objective step a { call t.r() } step b { call t.r( } }', [30, 71]),
     ('plan p { version 1 budget { calls <= } decision "d" pending step a { call t.r( } }', [38, 80]),

@@ -521,9 +521,14 @@ def _describe(parser: _Parser, name: str, text: str, error: UnexpectedInput) -> 
         if spaced is not None:  # `30 s`, `30 minutes`: a number, then a unit as a word of its own
             number, unit = spaced.group(1), spaced.group(2)
             short = _UNIT_WORDS.get(unit.lower().rstrip("s") if len(unit) > 2 else unit.lower())
+            if short is None:  # `time <= 3 usd`: no unit of time at all
+                return diagnostic("syntax-error", Span(name, token.start_pos, spaced.end()),
+                                  f"`{spaced.group()}` is not a duration: `{unit}` is not a unit of time",
+                                  help="a duration is a whole number and its unit, written together: `30s`, `5m`, "
+                                       "`2h` or `1d`")
             return diagnostic("syntax-error", Span(name, token.start_pos, spaced.end()),
                               f"`{spaced.group()}` is not a duration: the number and its unit are written together",
-                              help=f"write `{number}{short}`" if short else "write it as `30s`, `5m`, `2h` or `1d`")
+                              help=f"write `{number}{short}`")
         compound = _COMPOUND_DURATION.match(text, token.start_pos)
         if compound is not None:
             written = compound.group()
