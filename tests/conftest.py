@@ -27,6 +27,15 @@ def pytest_addoption(parser):
     )
 
 
+@pytest.fixture(autouse=True)
+def solver_answers_of_this_test_only():
+    """Each test starts with no remembered solver answers (`solve.check` keeps them for the
+    process): a test that bounds the solver's time must reach the solver, whatever ran before."""
+    from plangate.smt.solve import forget_answers
+
+    forget_answers()
+
+
 @pytest.fixture
 def demo(tmp_path, monkeypatch):
     """A fresh folder for the demo tools (`examples/tools/local.py`), and no fault injection."""

@@ -680,3 +680,51 @@ def test_a_may_over_every_run_stands_under_an_undecided_when_only_with_an_exampl
     plan = f"plan q {{ step a {{ call src.get() }} step r {{ when {when} call pay.refund(amount: a.result.w) }} }}"
     found = diagnostics(plan, policy)
     assert [(d.name, expected[1] in d.message) for d in found] == ([] if expected is None else [(expected[0], True)]), found
+
+
+def test_steps_that_ask_one_question_of_values_of_one_shape_are_solved_once(monkeypatch):
+    """The encoder names constants by order, not by value: `size("app-" + sK.result.name) > 12` is
+    one query text for every K, solved once (a plan of 800 such steps took the whole solver
+    allowance, and its must-fire denies were left to run time)."""
+    from plangate.smt import solve
+
+    sent: list[int] = []
+    request = solve._request
+
+    def counting(message, time_bound):
+        sent.append(len(message.get("queries", ())))
+        return request(message, time_bound)
+
+    monkeypatch.setattr(solve, "_request", counting)
+    policy = """policy p {
+      tool src.read { risk read_only }
+      tool svc.op { risk read_only args { name: string } }
+      deny "long-name" when size(args.name) > 12
+    }"""
+
+    def plan(steps: int) -> str:
+        body = " ".join(f'step s{i} {{ call svc.op(name: "app-" + s{i - 1}.result.name + ".internal") }}'
+                        for i in range(1, steps))
+        return f"plan q {{ step s0 {{ call src.read() }} {body} }}"
+
+    solve.forget_answers()
+    few = diagnostics(plan(3), policy)
+    queries_for_few = sum(sent)
+    solve.forget_answers()
+    sent.clear()
+    many = diagnostics(plan(40), policy)
+    assert [d.name for d in few] == ["policy-deny"] * 2 and [d.name for d in many] == ["policy-deny"] * 39
+    assert sum(sent) == queries_for_few > 0
+
+
+def test_a_rule_left_to_run_time_says_for_how_many_steps():
+    policy = """policy p {
+      tool src.read { risk read_only }
+      tool svc.op { risk read_only }
+      deny "tagged" when args.tags.exists(t, t == "x")
+    }"""
+    body = " ".join(f"step s{i} {{ call svc.op(tags: s0.result.tags) }}" for i in range(1, 9))
+    [note] = diagnostics(f"plan q {{ step s0 {{ call src.read() }} {body} }}", policy)
+    assert note.name == "decided-at-run-time" and note.message.startswith(
+        "rule `tagged` cannot be decided before the run for step `s1` and 7 more steps "
+        "(`s2`, `s3`, `s4`, `s5`, `s6`, …): ")

@@ -42,7 +42,6 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
     policy = ctx.policy
     assert policy is not None
     decisions = step_decisions(ctx)
-    reported_runtime: set[str] = set()
     for rule in policy.rules:
         roots = {node.name for node in cel.walk(rule.when) if isinstance(node, cel.Ident)}
         if not roots & _STEP_NAMES:
@@ -52,23 +51,39 @@ def check(ctx: PlanContext) -> Iterator[Diagnostic]:
                 yield _fired(rule, ctx.plan.budget.span if ctx.plan.budget is not None else ctx.plan.id_span,
                              verdict, f"plan `{ctx.plan.id}`")
             continue
+        undecided: list[tuple[Step, StaticVerdict]] = []
         for step_id, verdict in decisions.verdicts(rule.when):
             step = decisions.facts[step_id].step
             if verdict.outcome in ("runtime", "unknown"):
-                if rule.name not in reported_runtime:
-                    reported_runtime.add(rule.name)
-                    yield diagnostic(
-                        "decided-at-run-time", step.call.span,
-                        f"rule `{rule.name}` cannot be decided before the run for step `{step.id}`"
-                        + (f": {verdict.reason}" if verdict.reason else ""),
-                        labels=[Label(rule.span, "the rule")],
-                        notes=["the runtime evaluates the rule on the concrete arguments before the call"])
+                undecided.append((step, verdict))
                 continue
             if verdict.outcome in ("must", "may"):
                 facts = decisions.facts[step_id]
                 untyped = sorted(name for name in arguments_read(rule.when) if isinstance(facts.args.get(name), Unknown)) \
                     if facts.entry is None or facts.entry.args is None else []  # values the run computes
                 yield _fired(rule, step.call.span, verdict, f"step `{step.id}`", untyped)
+        if undecided:
+            yield _undecided(rule, undecided)
+
+
+LISTED_UNDECIDED = 5  # steps a `decided-at-run-time` names besides the first
+
+
+def _undecided(rule: CompiledRule, undecided: list[tuple[Step, StaticVerdict]]) -> Diagnostic:
+    """One note per rule, on the first step it could not be decided for, counting the others: a
+    spent solver allowance may leave hundreds, and the note must not read as one."""
+    step, verdict = undecided[0]
+    others = [other.id for other, _ in undecided[1:]]
+    also = ""
+    if others:
+        shown = backticked(others[:LISTED_UNDECIDED]) + (", …" if len(others) > LISTED_UNDECIDED else "")
+        also = f" and {len(others)} more step{'s' if len(others) > 1 else ''} ({shown})"
+    return diagnostic(
+        "decided-at-run-time", step.call.span,
+        f"rule `{rule.name}` cannot be decided before the run for step `{step.id}`{also}"
+        + (f": {verdict.reason}" if verdict.reason else ""),
+        labels=[Label(rule.span, "the rule")],
+        notes=["the runtime evaluates the rule on the concrete arguments before the call"])
 
 
 _MISSING = object()  # a field the step record lacks (a condition reading it errs alike for every step)

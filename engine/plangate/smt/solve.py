@@ -193,17 +193,45 @@ def _request(message: dict, time_bound: float) -> tuple[dict | str, float]:
             _ALLOWANCE.left = left - (time.monotonic() - started)
 
 
+MAX_REMEMBERED = 4096  # answers kept by `check`, the oldest forgotten first
+
+
+_answers: dict[Query, Answer] = {}
+
+
+def forget_answers() -> None:
+    """Drop the answers `check` remembers (a test that asks for a timeout must reach the solver)."""
+    _answers.clear()
+
+
 def check(queries: Sequence[Query], time_bound: float) -> list[Answer]:
-    """Whether each query is satisfiable (with a model), all within `time_bound` seconds."""
+    """Whether each query is satisfiable (with a model), all within `time_bound` seconds.
+
+    A definite answer ("sat" with its model, "unsat") is remembered for the process: the encoder
+    names its constants by their order (`x0`, `x1`…), not by the values they stand for, so the
+    steps of a plan that ask one question of values of one shape (`size("app-" + sK.result.name)
+    > 12` for each K) send one query text, which is solved once. Remembered answers cost no
+    solver time, so they are given even once the allowance is spent."""
     if not queries:
         return []
-    message = {"op": "check", "time_bound": time_bound,
-               "queries": [{"smt": query.smt, "values": query.values} for query in queries]}
-    reply, granted = _request(message, time_bound)
-    if isinstance(reply, str):
-        return [Answer("unknown", reason=_reason(reply, granted)) for _ in queries]
-    return [Answer(result["status"], result.get("model", {}), _reason(result.get("reason"), granted))
-            for result in reply["results"]]
+    asked = [query for query in dict.fromkeys(queries) if query not in _answers]
+    if asked:
+        message = {"op": "check", "time_bound": time_bound,
+                   "queries": [{"smt": query.smt, "values": query.values} for query in asked]}
+        reply, granted = _request(message, time_bound)
+        if isinstance(reply, str):
+            fresh = {query: Answer("unknown", reason=_reason(reply, granted)) for query in asked}
+        else:
+            fresh = {query: Answer(result["status"], result.get("model", {}), _reason(result.get("reason"), granted))
+                     for query, result in zip(asked, reply["results"])}
+        for query, answer in fresh.items():
+            if answer.status in ("sat", "unsat"):
+                if len(_answers) >= MAX_REMEMBERED:
+                    del _answers[next(iter(_answers))]
+                _answers[query] = answer
+    else:
+        fresh = {}
+    return [fresh[query] if query in fresh else _answers[query] for query in queries]
 
 
 def maximal_patterns(groups: Sequence[PatternGroup], time_bound: float, max_patterns: int = 256) -> list[Patterns]:
