@@ -533,3 +533,18 @@ def test_conjunctions_and_disjunctions_keep_each_part_once_in_its_first_place():
     assert disj("a", "false", "b", "a") == "(or a b)" and disj("a", "true") == "true" and disj() == "false"
     many = [f"(= s v{i})" for i in range(20_000)]  # a rule's `in` over a long list: kept whole, in order
     assert disj(*many, *many) == f"(or {' '.join(many)})"
+
+
+def test_remembered_answers_are_bounded_in_count_and_text(monkeypatch):
+    from plangate.smt import solve
+
+    solve.forget_answers()
+    monkeypatch.setattr(solve, "MAX_REMEMBERED", 3)
+    queries = [solve.Query(f"(declare-const x Int)\n(assert (= x {i}))", (("x", "Int"),)) for i in range(5)]
+    answers = solve.check(queries, 5.0)
+    assert [a.status for a in answers] == ["sat"] * 5 and [a.model["x"] for a in answers] == [0, 1, 2, 3, 4]
+    assert list(solve._answers) == queries[2:]  # the oldest forgotten first
+    monkeypatch.setattr(solve, "MAX_REMEMBERED_TEXT", len(queries[0].smt) * 2)
+    solve.check([queries[0]], 5.0)
+    assert list(solve._answers) == [queries[4], queries[0]]
+    solve.forget_answers()

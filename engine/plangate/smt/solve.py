@@ -194,14 +194,30 @@ def _request(message: dict, time_bound: float) -> tuple[dict | str, float]:
 
 
 MAX_REMEMBERED = 4096  # answers kept by `check`, the oldest forgotten first
+MAX_REMEMBERED_TEXT = 16 * 1024 * 1024  # characters of query text kept with them, in all
+MAX_REMEMBERED_QUERY = 256 * 1024  # a longer query's answer is not kept
 
 
 _answers: dict[Query, Answer] = {}
+_remembered_text = 0
 
 
 def forget_answers() -> None:
     """Drop the answers `check` remembers (a test that asks for a timeout must reach the solver)."""
+    global _remembered_text
     _answers.clear()
+    _remembered_text = 0
+
+
+def _remember(query: Query, answer: Answer) -> None:
+    """Keep `answer`, forgetting the oldest while the count or the text kept is over its bound."""
+    global _remembered_text
+    _answers[query] = answer
+    _remembered_text += len(query.smt)
+    while len(_answers) > MAX_REMEMBERED or _remembered_text > MAX_REMEMBERED_TEXT:
+        oldest = next(iter(_answers))
+        _remembered_text -= len(oldest.smt)
+        del _answers[oldest]
 
 
 def check(queries: Sequence[Query], time_bound: float) -> list[Answer]:
@@ -225,10 +241,8 @@ def check(queries: Sequence[Query], time_bound: float) -> list[Answer]:
             fresh = {query: Answer(result["status"], result.get("model", {}), _reason(result.get("reason"), granted))
                      for query, result in zip(asked, reply["results"])}
         for query, answer in fresh.items():
-            if answer.status in ("sat", "unsat"):
-                if len(_answers) >= MAX_REMEMBERED:
-                    del _answers[next(iter(_answers))]
-                _answers[query] = answer
+            if answer.status in ("sat", "unsat") and len(query.smt) <= MAX_REMEMBERED_QUERY:
+                _remember(query, answer)
     else:
         fresh = {}
     return [fresh[query] if query in fresh else _answers[query] for query in queries]
