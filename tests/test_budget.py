@@ -1137,3 +1137,16 @@ def test_a_condition_is_not_skipped_by_absence_when_its_field_is_read_elsewhere(
     }}"""
     found = diagnostics(plan, "policy q { tool t.* { risk read_only } limit concurrency <= 2 }")
     assert [(d.name, d.severity.value) for d in found] == [("budget-exceeded", "warning")]
+
+
+def test_figures_are_shown_in_plain_digits_without_padding():
+    """`1e3 usd` reads `1000 usd`, and a step's `0.1 usd` stays `0.1 usd` beside an amount of more
+    decimal places (the sums are exact at a common scale; the display is not padded to it)."""
+    from plangate.driver import check_sources
+    from plangate.source import SourceFile
+
+    plan = ("plan m { budget { cost <= 1e3 usd } step a { call t.x() risk read_only cost 0.1 usd retry 2 } "
+            "step b { call t.x() risk read_only cost 999.955 usd } }")
+    [found] = [d for d in check_sources([SourceFile("m.plan", plan)], []).diagnostics if d.name == "budget-exceeded"]
+    assert found.message == "the plan can cost `1000.255 usd`, over the plan's budget of `1000 usd`"
+    assert found.notes[0] == "worst case: 2 of 2 steps run; `b` (999.955 usd), `a` (3 attempts × 0.1 usd)"

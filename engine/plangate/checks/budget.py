@@ -340,8 +340,11 @@ def _scaled(amount: Decimal, scale: int) -> int:
 
 
 def _unscaled(value: int, scale: int) -> Decimal:
-    """The amount an int of `_scaled` stands for, exactly (`scale` is a power of ten)."""
-    return Decimal(value).scaleb(-(len(str(scale)) - 1), Context(prec=400))  # sums of 40-digit amounts: exact
+    """The amount an int of `_scaled` stands for, exactly (`scale` is a power of ten), with no
+    trailing zeros the scale added (`0.1`, not `0.10000`, beside an amount of five places)."""
+    exact = Context(prec=400)  # sums of 40-digit amounts: exact
+    amount = Decimal(value).scaleb(-(len(str(scale)) - 1), exact)
+    return amount.normalize(exact) if amount != amount.to_integral_value() else amount.quantize(Decimal(1), context=exact)
 
 
 def _scale(amounts: Sequence[Decimal]) -> int:

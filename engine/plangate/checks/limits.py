@@ -33,7 +33,8 @@ def shared_currency(first: str | None, second: str | None) -> tuple[bool, str | 
 
 
 def money_text(amount: Decimal, currency: str | None) -> str:
-    return f"{amount} {currency}" if currency else str(amount)
+    """An amount as a message shows it: in plain digits (`1000`, not `1E+3`), as written otherwise."""
+    return f"{amount:f} {currency}" if currency else f"{amount:f}"
 
 
 def limit_text(limit: LimitValue) -> str:

@@ -127,8 +127,8 @@ class Money(Node):
     amount: Decimal
     currency: str | None = None
 
-    def __str__(self) -> str:
-        return f"{self.amount} {self.currency}" if self.currency else str(self.amount)
+    def __str__(self) -> str:  # plain digits: `1e3 usd` reads `1000 usd`, never `1E+3 usd`
+        return f"{self.amount:f} {self.currency}" if self.currency else f"{self.amount:f}"
 
 
 class CostRange(Node):

@@ -136,7 +136,7 @@ class LimitValue:
 
     def text(self) -> str:
         if self.amount is not None:
-            return f"{self.amount} {self.currency}" if self.currency else str(self.amount)
+            return f"{self.amount:f} {self.currency}" if self.currency else f"{self.amount:f}"
         if self.seconds is not None:
             return format_seconds(self.seconds)
         return str(self.count)
