@@ -437,7 +437,8 @@ class Lowering(Transformer):
         if len(places.digits) > MAX_NUMBER_DIGITS or not -MAX_NUMBER_DIGITS <= places.exponent <= MAX_NUMBER_DIGITS:  # type: ignore[operator]
             self._report("invalid-value", self._tok(number), f"the amount `{_short(number.value)}` has more digits "
                          f"or decimal places than can be counted exactly",
-                         help=f"write an amount with at most {MAX_NUMBER_DIGITS} digits and {MAX_NUMBER_DIGITS} decimal places")
+                         help=f"write an amount with at most {MAX_NUMBER_DIGITS} digits in all, at most "
+                              f"{MAX_NUMBER_DIGITS} of them after the point")
             amount = Decimal(0)
         last = currency if currency is not None else number
         if currency is not None and currency.start_pos == number.end_pos and currency.value in DURATION_UNITS \
