@@ -313,3 +313,11 @@ def test_the_grammar_cache_is_kept_only_where_no_one_else_can_write(tmp_path, mo
     os.symlink(tmp_path / "elsewhere", linked / "plangate")  # a link to a folder: not used
     monkeypatch.setenv("XDG_CACHE_HOME", str(linked))
     assert parser._cache_path("grammar") is None
+
+
+@pytest.mark.parametrize("quote", ['"', "'"])
+def test_a_string_ends_at_a_lone_carriage_return_as_at_a_newline(quote):
+    """A lone CR ends a line for positions (old Mac files), so a string may not run across one."""
+    text = f"plan p {{\r  step a {{ call t.x(v: {quote}a\rb{quote}) }}\r}}\r"
+    [found] = parse_source(SourceFile("a.plan", text)).diagnostics
+    assert (found.name, found.message, found.span.start) == ("syntax-error", "unterminated string", text.index(quote))

@@ -702,7 +702,7 @@ def _describe_character(parser: _Parser, name: str, text: str, error: Unexpected
                               help="write arguments as `name: value`; compare with `==`")
         return diagnostic("syntax-error", span, "unexpected `=`; compare with `==`",
                           help="CEL has no assignment; `==` compares two values")
-    shown = char if char.isprintable() and not char.isspace() else repr(char)
+    shown = char if char.isprintable() and not char.isspace() else f"U+{ord(char):04X}"  # an invisible one by its code
     expected = _expected_words(parser, set(error.allowed or ()))
     money = _CURRENCY_SIGN.match(text, offset)
     hint = f"write an amount as a number and a currency code: `{money.group(1)} usd`" if money else None
