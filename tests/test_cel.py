@@ -594,6 +594,12 @@ def test_macro_errors_and_types():
     assert (result_type, problems) == (ListType(INT), [])
     result_type, problems = check_types(parse("tags.all(t, t)"), {"tags": ListType(STRING)})
     assert result_type == BOOL and [p.message for p in problems] == ["the predicate of `all` must be a bool, not a `string`"]
+    for text, message in [  # a macro's name in another shape: what the macro takes, not "unknown function"
+        ("tags.map(1, t)", "the first argument of `map` names the variable each item is bound to: write "
+                           "`map(x, expression)` or `map(x, predicate, expression)`"),
+        ("tags.all(t)", "`all` takes 2 arguments, not 1: write `all(x, predicate)`"),
+    ]:
+        assert [p.message for p in check_types(parse(text), {"tags": ListType(STRING)})[1]] == [message]
 
 
 # -- timestamps ----------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Union
 
-from plangate.cel.ast import (Binary, Call, Conditional, Expr, Ident, Index, ListExpr, Literal, MapExpr,
+from plangate.cel.ast import (MACROS, Binary, Call, Conditional, Expr, Ident, Index, ListExpr, Literal, MapExpr,
                               Select, Unary, to_source)
 from plangate.cel.evaluate import (INT_MAX, INT_MIN, UINT_MAX, CelError, is_macro, parse_duration, parse_timestamp,
                                   pattern_error)
@@ -388,6 +388,14 @@ class _Checker:
             if name == "size":
                 return self.size(target, expr) if not args else self.arity(expr, 0)
             return self.string_method(name, target, args, expr)
+        if expr.target is not None and name in MACROS:  # `xs.map(1, x)`, `xs.all(x)`: not the macro's shape
+            self.check(expr.target)
+            counts, shape = ("2 or 3", "`map(x, expression)` or `map(x, predicate, expression)`") if name == "map" \
+                else ("2", f"`{name}(x, predicate)`")
+            if not expr.args or not isinstance(expr.args[0], Ident):
+                return self.error(expr.span, f"the first argument of `{name}` names the variable each item is bound "
+                                             f"to: write {shape}")
+            return self.error(expr.span, f"`{name}` takes {counts} arguments, not {len(args)}: write {shape}")
         for arg in args:
             self.check(arg)
         if expr.target is None and name in METHODS:
