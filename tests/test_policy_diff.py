@@ -639,3 +639,11 @@ def test_a_witness_never_declares_less_risk_than_the_catalogue_of_a_side_that_al
     low = "tool pay.refund { risk reversible_write args { amount: double } }\n"
     code, report, text = diff(tmp_path, capsys, policy(REFUND + rules), policy(low + rules))
     assert "the call declares risk `reversible_write`, below `irreversible`" in text
+
+
+def test_a_cap_or_limit_moved_to_another_currency_is_changed_not_looser(tmp_path, capsys):
+    """plangate never converts: 20 eur is neither more nor less than 10 usd, for a cap as for a limit."""
+    old = policy("tool t.* { risk read_only cost <= 10 usd }\nlimit cost <= 100 usd")
+    new = policy("tool t.* { risk read_only cost <= 20 eur }\nlimit cost <= 50 eur")
+    code, report, _ = diff(tmp_path, capsys, old, new)
+    assert code == 1 and sorted(subjects(report)) == [("changed", "limit cost"), ("changed", "tool t.*")]

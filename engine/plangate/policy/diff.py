@@ -1371,7 +1371,10 @@ def _entry_changes(label: str, a: CatalogueEntry | None, b: CatalogueEntry | Non
                             f"{name} risk `{_risk(risks[0])}` → `{_risk(risks[1])}`{through}"))
     if costs[0] != costs[1]:
         looser = costs[1][0] is None or (costs[0][0] is not None and costs[1][0] > costs[0][0])
-        found.append(Change("loosened" if looser else "tightened", subject,
+        kind = "loosened" if looser else "tightened"
+        if costs[0][1] and costs[1][1] and costs[0][1] != costs[1][1]:
+            kind = "changed"  # plangate never converts: 20 eur is neither more nor less than 10 usd
+        found.append(Change(kind, subject,
                             f"{name} cost cap {_amount(*costs[0])} → {_amount(*costs[1])}{through}"))
     if times[0] != times[1]:
         looser = times[1] is None or (times[0] is not None and times[1] > times[0])
