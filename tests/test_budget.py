@@ -958,7 +958,7 @@ def test_currency_mismatch_messages_read_as_sentences():
         "step `s` costs `20 eur` but the plan counts in `usd`",
         "the cost of step `s` (`20 eur`) cannot be compared with `5 usd`",
         "the plan's budget (`40 usd`) cannot be compared with `100 eur`",
-        "tool `a.b` is capped at `5 usd`, but `limit cost` of policy `p` is in `eur`",
+        "tool `a.b` is capped at `5 usd` in policy `p`, but `limit cost` of policy `p` is in `eur`",
     ]
 
 

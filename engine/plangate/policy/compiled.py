@@ -536,11 +536,13 @@ def _check_cap_currencies(policies: Sequence[Policy], cost_limit: LimitValue | N
             if entry.cost is None or not entry.cost.currency:
                 continue
             if reference is None:
-                reference = (entry.cost.currency, entry.cost.span, f"the cap of tool `{entry.pattern}`")
+                reference = (entry.cost.currency, entry.cost.span,
+                             f"the cap of tool `{entry.pattern}` in policy `{policy.id}`")
             elif entry.cost.currency != reference[0]:
                 diagnostics.append(diagnostic(
                     "currency-mismatch", entry.cost.span,
-                    f"tool `{entry.pattern}` is capped at `{entry.cost}`, but {reference[2]} is in `{reference[0]}`",
+                    f"tool `{entry.pattern}` is capped at `{entry.cost}` in policy `{policy.id}`, but {reference[2]} "
+                    f"is in `{reference[0]}`",
                     labels=[Label(reference[1], f"in `{reference[0]}` here")],
                     help=f"state the cap in `{reference[0]}`"))
     return reference[0] if reference is not None else None
