@@ -390,6 +390,9 @@ def test_python_dash_m_plangate_is_the_same_command():
 
     completed = subprocess.run([sys.executable, "-m", "plangate", "explain", "PG101"], capture_output=True, text=True)
     assert completed.returncode == 0 and completed.stdout.startswith("## PG101 unknown-step")
+    unknown = subprocess.run([sys.executable, "-m", "plangate", "explain", b"\xff\x1b[31m"], capture_output=True)
+    assert unknown.returncode == 2  # a byte that is not UTF-8 as `\xNN`, a control by its picture
+    assert unknown.stderr.decode() == "plangate: `\\xff␛[31m` is not a diagnostic code or name\n"
 
 
 def test_a_policy_that_cannot_be_read_is_named_in_the_no_policy_note(files: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -337,8 +337,9 @@ def _explain(args: argparse.Namespace) -> int:
     page = explain(args.code)
     if page is None:
         near = suggestion(args.code)
-        print(f"plangate: `{args.code}` is not a diagnostic code or name"
-              + (f"; did you mean `{near}`?" if near else ""), file=sys.stderr)
+        written = os.fsencode(args.code).decode("utf-8", "backslashreplace")  # a byte not UTF-8 as `\xNN`
+        print(terminal_text(f"plangate: `{written}` is not a diagnostic code or name"
+                            + (f"; did you mean `{near}`?" if near else "")), file=sys.stderr)
         return 2
     sys.stdout.write(page if page.endswith("\n") else page + "\n")
     return 0
