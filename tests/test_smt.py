@@ -548,3 +548,16 @@ def test_remembered_answers_are_bounded_in_count_and_text(monkeypatch):
     solve.check([queries[0]], 5.0)
     assert list(solve._answers) == [queries[4], queries[0]]
     solve.forget_answers()
+
+
+def test_a_batch_of_remembered_and_new_questions_gets_every_answer_when_the_new_push_the_old_out(monkeypatch):
+    from plangate.smt import solve
+
+    solve.forget_answers()
+    monkeypatch.setattr(solve, "MAX_REMEMBERED", 1)
+    kept = solve.Query("(declare-const x Int)\n(assert (> x 1))", (("x", "Int"),))
+    new = solve.Query("(declare-const x Int)\n(assert (< x 0))", (("x", "Int"),))
+    solve.check([kept], 5.0)
+    assert [a.status for a in solve.check([kept, new], 5.0)] == ["sat", "sat"]  # `new` pushes `kept` out meanwhile
+    assert list(solve._answers) == [new]
+    solve.forget_answers()

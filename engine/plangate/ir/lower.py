@@ -150,8 +150,12 @@ class Lowering(Transformer):
         """The whole number `token` holds, or None (reported) when it is not one or is too small;
         the caller then leaves the clause out rather than invent a value."""
         text = token.value
-        number = Decimal(text)  # a NUMBER token: digits, a fraction, an exponent (`1e3` is whole, as limits read it)
-        if not number.is_finite() or number != number.to_integral_value():
+        number = _number(text)  # digits, a fraction, an exponent (`1e3` is whole, as limits read it)
+        if number is None:  # an exponent past what a decimal holds: too long, or a fraction too fine
+            self._report("invalid-value", self._tok(token), f"{what} must be a whole number, not `{_short(text)}`"
+                         if "e-" in text.lower() else f"{what} has more than {MAX_NUMBER_DIGITS} digits")
+            return None
+        if number != number.to_integral_value():
             self._report("invalid-value", self._tok(token), f"{what} must be a whole number, not `{text}`")
             return None
         if (len(text.lstrip("0")) if text.isdigit() else number.adjusted() + 1) > MAX_NUMBER_DIGITS:
@@ -429,12 +433,10 @@ class Lowering(Transformer):
 
     def money(self, children: list) -> ir.Money:
         number, currency = children
-        try:
-            amount = Decimal(number.value)
-        except InvalidOperation:  # the NUMBER terminal only admits valid decimals; kept as a guard
-            amount = Decimal(0)
-        places = amount.as_tuple()
-        if len(places.digits) > MAX_NUMBER_DIGITS or not -MAX_NUMBER_DIGITS <= places.exponent <= MAX_NUMBER_DIGITS:  # type: ignore[operator]
+        amount = _number(number.value)
+        places = amount.as_tuple() if amount is not None else None
+        if places is None or len(places.digits) > MAX_NUMBER_DIGITS \
+                or not -MAX_NUMBER_DIGITS <= places.exponent <= MAX_NUMBER_DIGITS:  # type: ignore[operator]
             self._report("invalid-value", self._tok(number), f"the amount `{_short(number.value)}` has more digits "
                          f"or decimal places than can be counted exactly",
                          help=f"write an amount with at most {MAX_NUMBER_DIGITS} digits in all, at most "
@@ -797,6 +799,14 @@ def _end(item: Any) -> int:
     if isinstance(item, (list, tuple)) and item and not isinstance(item, Span):
         return _end(item[-1])
     return item.span.end
+
+
+def _number(text: str) -> Decimal | None:
+    """A NUMBER token's value, exactly; None for an exponent past what a decimal holds (`1e99999999999999999999`)."""
+    try:
+        return Decimal(text)
+    except InvalidOperation:
+        return None
 
 
 def _short(text: str) -> str:

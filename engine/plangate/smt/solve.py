@@ -200,17 +200,20 @@ MAX_REMEMBERED_QUERY = 256 * 1024  # a longer query's answer is not kept
 
 _answers: dict[Query, Answer] = {}
 _remembered_text = 0
+_answers_lock = threading.Lock()
 
 
 def forget_answers() -> None:
     """Drop the answers `check` remembers (a test that asks for a timeout must reach the solver)."""
     global _remembered_text
-    _answers.clear()
-    _remembered_text = 0
+    with _answers_lock:
+        _answers.clear()
+        _remembered_text = 0
 
 
 def _remember(query: Query, answer: Answer) -> None:
-    """Keep `answer`, forgetting the oldest while the count or the text kept is over its bound."""
+    """Keep `answer`, forgetting the oldest while the count or the text kept is over its bound
+    (under `_answers_lock`)."""
     global _remembered_text
     _answers[query] = answer
     _remembered_text += len(query.smt)
@@ -230,7 +233,9 @@ def check(queries: Sequence[Query], time_bound: float) -> list[Answer]:
     solver time, so they are given even once the allowance is spent."""
     if not queries:
         return []
-    asked = [query for query in dict.fromkeys(queries) if query not in _answers]
+    with _answers_lock:  # runs advance on several threads: the dict is read and changed under the lock
+        known = {query: _answers[query] for query in queries if query in _answers}
+    asked = [query for query in dict.fromkeys(queries) if query not in known]
     if asked:
         message = {"op": "check", "time_bound": time_bound,
                    "queries": [{"smt": query.smt, "values": query.values} for query in asked]}
@@ -240,12 +245,12 @@ def check(queries: Sequence[Query], time_bound: float) -> list[Answer]:
         else:
             fresh = {query: Answer(result["status"], result.get("model", {}), _reason(result.get("reason"), granted))
                      for query, result in zip(asked, reply["results"])}
-        for query, answer in fresh.items():
-            if answer.status in ("sat", "unsat") and len(query.smt) <= MAX_REMEMBERED_QUERY:
-                _remember(query, answer)
-    else:
-        fresh = {}
-    return [fresh[query] if query in fresh else _answers[query] for query in queries]
+        with _answers_lock:
+            for query, answer in fresh.items():
+                if answer.status in ("sat", "unsat") and len(query.smt) <= MAX_REMEMBERED_QUERY:
+                    _remember(query, answer)
+        known.update(fresh)
+    return [known[query] for query in queries]
 
 
 def maximal_patterns(groups: Sequence[PatternGroup], time_bound: float, max_patterns: int = 256) -> list[Patterns]:
