@@ -1031,3 +1031,15 @@ def test_an_index_of_an_argument_the_schema_lacks_is_a_rule_that_never_fires():
     }""")
     [found] = check_sources([], [policy]).diagnostics
     assert found.name == "cel-type-error" and "no field `amont`" in found.message
+
+
+@pytest.mark.parametrize("order", [(0, 1, 2), (2, 1, 0), (1, 2, 0)])
+def test_a_limit_without_a_currency_never_hides_a_mismatch_between_two_others(order):
+    """`limit cost <= 10` beside `<= 50 eur` and `<= 30 usd`: the two coded limits still meet."""
+    from plangate.driver import check_sources
+    from plangate.source import SourceFile
+
+    texts = [("a.policy", "policy a { tool t.x { risk read_only } limit cost <= 10 }"),
+             ("b.policy", "policy b { limit cost <= 50 eur }"), ("c.policy", "policy c { limit cost <= 30 usd }")]
+    result = check_sources([], [SourceFile(*texts[index]) for index in order])
+    assert [d.name for d in result.diagnostics] == ["currency-mismatch"]

@@ -728,3 +728,13 @@ def test_a_rule_left_to_run_time_says_for_how_many_steps():
     assert note.name == "decided-at-run-time" and note.message.startswith(
         "rule `tagged` cannot be decided before the run for step `s1` and 7 more steps "
         "(`s2`, `s3`, `s4`, `s5`, `s6`, …): ")
+
+
+def test_a_must_narrowed_to_may_under_part_of_a_when_keeps_no_example_that_skips_the_step():
+    """Untyped, `amount` may be an int, on which `* 0.1` errs: "must" is read as "may". Its example
+    (found under `w > 600.0` alone) has no `xs`, so the whole `when` fails there: no such "may"."""
+    policy = """policy p { tool src.get { risk read_only } tool pay.refund { risk read_only }
+      deny "fee" when args.amount * 0.1 > 50.0 }"""
+    plan = ("plan q { step a { call src.get() } step r { when a.result.w > 600.0 && a.result.xs.exists(x, x > 1) "
+            "call pay.refund(amount: a.result.w) } }")
+    assert [d.name for d in diagnostics(plan, policy)] == ["decided-at-run-time"]

@@ -316,12 +316,13 @@ def compile_policies(policies: Iterable[Policy]) -> tuple[CompiledPolicy, list[D
             if value is None:
                 continue
             current = limits.get(limit.name)
-            if current is not None and current.currency and value.currency and current.currency != value.currency:
+            coded = coded_limit if coded_limit is not None and coded_limit.name == limit.name else None
+            if coded is not None and value.currency and coded.currency != value.currency:  # a code-less limit takes it
                 diagnostics.append(diagnostic(
                     "currency-mismatch", limit.span,
-                    f"`limit {limit.name}` is in `{value.currency}` here but in `{current.currency}` in policy "
-                    f"`{current.policy}`: the two cannot be compared",
-                    labels=[Label(current.span, "the other limit")], help="state both limits in one currency"))
+                    f"`limit {limit.name}` is in `{value.currency}` here but in `{coded.currency}` in policy "
+                    f"`{coded.policy}`: the two cannot be compared",
+                    labels=[Label(coded.span, "the other limit")], help="state both limits in one currency"))
                 continue
             if current is None or value.key() < current.key():
                 limits[limit.name] = value

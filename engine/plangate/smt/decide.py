@@ -85,12 +85,12 @@ def decide(condition: Expr, activation: Mapping[str, object], time_bound: float 
         return Verdict("runtime", reason="the expression is nested too deeply to reason about")
     replay = _Replay(condition, assume, given, activation if original is None else original)
     if encoder.atoms:
-        verdict = _decide_opaque(encoder, background, fires, values, time_bound, replay)
+        verdict = _narrowed(encoder, _decide_opaque(encoder, background, fires, values, time_bound, replay))
     else:
-        verdict = _decide_plain(encoder, background, fires, values, time_bound, replay)
+        verdict = _narrowed(encoder, _decide_plain(encoder, background, fires, values, time_bound, replay))
     if unfollowed is not None and verdict.outcome == "may" and (verdict.witness is None or replay(verdict.witness) is not True):
         return Verdict("runtime", reason=unfollowed)  # a "may" under part of the premise needs a run under all of it
-    return _narrowed(encoder, verdict)
+    return verdict
 
 
 def _followed(given: Sequence[Expr], activation: Mapping[str, object]) -> tuple[list[Expr], str | None]:
