@@ -65,10 +65,17 @@ def both_ways(text: str, start: str = "start"):
     return fast, slow
 
 
+# Files whose text the fast path leaves to Lark on purpose, and why.
+FALLS_BACK = {
+    "tests/golden/invalid-value-budget.plan": "`30m` where only a number fits: Lark's contextual lexer reads "
+                                              "`30` and `m`, the fast path's one regex a duration, and gives up",
+}
+
+
 @pytest.mark.parametrize("path", SOURCES, ids=lambda path: str(path.relative_to(ROOT)))
 def test_every_file_in_the_repository_parses_on_the_fast_path_exactly_as_lark_parses_it(path):
     fast, slow = both_ways(path.read_text(encoding="utf-8", errors="replace"))
-    if slow[0] == "raised":
+    if slow[0] == "raised" or str(path.relative_to(ROOT)) in FALLS_BACK:
         assert fast is GIVE_UP or fast == slow
     else:
         assert fast is not GIVE_UP
@@ -257,6 +264,7 @@ def test_broken_items_on_one_line_are_each_reported(text, count):
 @pytest.mark.parametrize("text, columns", [
     ("plan p { budget { calls <= } step a { call t.r() } }", [28]),
     ("plan p { budget { time <= 3u } step a { call t.r() } }", [27]),
+    ("plan p { budget { calls <= 20\n tme <= 30m } step a { call t.r() } }", [32]),
     ('plan p { scope "a", step a { call t.r() } step b { call t.r() } }', [21]),
     ('plan p { version 1 objective step a { call t.r() } step b { call t.r( } }', [30, 71]),
     ('plan p { version 1 budget { calls <= } decision "d" pending step a { call t.r( } }', [38, 80]),
@@ -321,3 +329,10 @@ def test_a_string_ends_at_a_lone_carriage_return_as_at_a_newline(quote):
     text = f"plan p {{\r  step a {{ call t.x(v: {quote}a\rb{quote}) }}\r}}\r"
     [found] = parse_source(SourceFile("a.plan", text)).diagnostics
     assert (found.name, found.message, found.span.start) == ("syntax-error", "unterminated string", text.index(quote))
+
+
+@pytest.mark.parametrize("written", ["3 usd", "3u", "5m", "2.5 x"])
+def test_a_call_budget_of_another_kind_says_what_it_takes(written):
+    text = f"plan p {{ budget {{ calls <= {written} }} step a {{ call t.r() }} }}"
+    [found] = parse_source(SourceFile("a.plan", text)).diagnostics
+    assert (found.name, found.message) == ("invalid-value", f"a call budget takes a whole number, not `{written}`")

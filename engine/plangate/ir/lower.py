@@ -291,17 +291,6 @@ class Lowering(Transformer):
         keyword, number = children
         return _Clause("calls", self._whole(number, "a call budget"), self._span(keyword, number))
 
-    def budget_misfit(self, children: list) -> _Clause:
-        """A budget figure of the wrong kind: reported, and the clause left out."""
-        keyword, *value = children
-        written = value[0].value + "".join((" " if part.start_pos > before.end_pos else "") + part.value
-                                           for before, part in zip(value, value[1:]))
-        budget, takes = {"cost": ("a cost budget", "an amount such as `40 usd`"),
-                         "calls": ("a call budget", "a whole number")}[keyword.value]
-        span = self._span(keyword, value[-1])
-        self._report("invalid-value", span, f"{budget} takes {takes}, not `{written}`")
-        return _Clause(keyword.value, None, span)
-
     def budget_block(self, children: list) -> ir.Budget:
         keyword, *items, close = children
         seen: dict[str, Span] = {}

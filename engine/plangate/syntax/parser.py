@@ -83,6 +83,8 @@ _SPACED_DURATION = re.compile(r"([0-9]+)[ \t]+([A-Za-z]+)\b")
 _OTHER_UNIT = re.compile(r"[0-9]+(?:\.[0-9]+)?([A-Za-z][A-Za-z0-9_]*)")
 _UNIT_WORDS = {"ms": "ms", "s": "s", "sec": "s", "second": "s", "m": "m", "min": "m", "minute": "m",
                "h": "h", "hr": "h", "hour": "h", "d": "d", "day": "d"}
+_CALL_BUDGET = re.compile(r"(?<![A-Za-z0-9_.])calls[ \t]*<=[ \t]*\Z")  # searched up to a number
+_BOUND_AFTER = re.compile(r"[ \t]*<=")  # `tme <= 30m` after `calls <= 20`: a misspelt clause, not a unit
 _NUMBER_BEFORE = re.compile(r"(?<![A-Za-z0-9_.])([0-9]+(?:\.[0-9]+)?)[ \t]*\Z")
 _ARGUMENT_NAME_AFTER = re.compile(r"[ \t]*:(?!:)")
 # Words after which an item keyword names something, or is part of the item: `step test`, `after
@@ -635,6 +637,11 @@ def _literal_in_expression(name: str, text: str, token: Token) -> Diagnostic | N
         return None
     number = before.group(1)
     start = before.start(1)
+    if _CALL_BUDGET.search(text, max(0, start - 64), start) and not _BOUND_AFTER.match(text, token.end_pos):
+        written = number + text[before.end(1):token.start_pos] + token.value  # `3 usd`, `5m`, `3u` as written
+        return diagnostic("invalid-value", Span(name, start, token.end_pos),
+                          f"a call budget takes a whole number, not `{written}`",
+                          help="count the calls: `calls <= 20`")
     if before.end(1) == token.start_pos and token.value in DURATION_UNITS and "." not in number:
         written = number + token.value
         return diagnostic("syntax-error", Span(name, start, token.end_pos),
