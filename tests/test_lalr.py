@@ -336,3 +336,16 @@ def test_a_call_budget_of_another_kind_says_what_it_takes(written):
     text = f"plan p {{ budget {{ calls <= {written} }} step a {{ call t.r() }} }}"
     [found] = parse_source(SourceFile("a.plan", text)).diagnostics
     assert (found.name, found.message) == ("invalid-value", f"a call budget takes a whole number, not `{written}`")
+
+
+@pytest.mark.parametrize("text, expected", [
+    # the header's name does not parse: mended in place, the body read in its plan (the `{` on the
+    # header's line or the next)
+    ("plan deploy-v2 {\n  step a { call t.x() risk bogus }\n}\n", ["syntax-error", "unknown-risk"]),
+    ("plan deploy-v2\n{\n  step a { call t.x() risk bogus }\n}\n", ["syntax-error", "unknown-risk"]),
+    ("policy base-line {\n  tool t.x { risk bogus }\n}\n", ["syntax-error", "unknown-risk"]),
+    # a stray character after the `{` on the header's line: the rest of that line is skipped
+    ("plan p { ;\n  step a { call t.x() risk bogus }\n}\n", ["syntax-error", "unknown-risk"]),
+])
+def test_an_error_in_a_header_leaves_the_body_read_in_its_plan(text, expected):
+    assert [d.name for d in parse_source(SourceFile("a.plan", text)).diagnostics] == expected

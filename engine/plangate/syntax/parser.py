@@ -427,8 +427,9 @@ def _blank_item(text: str, offset: int) -> str | None:
 
 
 def _repaired_header(text: str, offset: int) -> str | None:
-    """`text` with an error in a plan's or policy's header line (`plan deploy-v2 {`, a stray
-    character after the `{`) mended in place, or None when the error is not there. Blanking the
+    """`text` with an error in a plan's or policy's header (`plan deploy-v2 {`, its `{` on the next
+    line or not; a stray character after the `{` on its line) mended in place, or None when the
+    error is not there. Blanking the
     item would blank the header, and every item of the body would then stand outside any plan: a
     false error each. So a name that does not parse becomes `x` (the document is not used: the
     file has errors), and the rest of the line after the `{` becomes white space; lengths and
@@ -439,14 +440,14 @@ def _repaired_header(text: str, offset: int) -> str | None:
     if header is None:
         return None
     brace = text.find("{", header.end())
-    line_end = _LINE_END.search(text, header.end()).start()  # type: ignore[union-attr]
-    if brace == -1 or brace > line_end:
-        return None  # no `{` on the header's line: not a header this can mend
-    if offset < brace:
+    if brace == -1 or "}" in text[header.end():brace] or _ITEM_START.search(text, header.end() + 1, brace):
+        return None  # no `{` before the next item: not a header this can mend
+    if offset <= brace:  # in the name (the `{` may stand on the next line)
         name = text[header.end():brace]
         if len(name) < 2 or not name[0].isspace():
-            return None
-        return text[:header.end()] + " x" + " " * (len(name) - 2) + text[brace:]
+            return None  # no room for a name (`plan {`): the item is blanked instead
+        return text[:header.end()] + " x" + re.sub(r"[^\r\n]", " ", name[2:]) + text[brace:]
+    line_end = _LINE_END.search(text, brace).start()  # type: ignore[union-attr]
     if offset < line_end and text[brace + 1:offset].strip() == "":
         return text[:offset] + " " * (line_end - offset) + text[line_end:]
     return None
