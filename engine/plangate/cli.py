@@ -483,7 +483,6 @@ def _run(args: argparse.Namespace) -> int:
                 return 2
             runtime.new_version(run_id, plan_text, display_name(args.plan))
         else:
-            runtime.require_tools(result.plans[0], {})  # before the run is recorded
             runtime.start(plan_text, display_name(args.plan), policy_texts, run_id)
         _warn_of_keys_not_passed(runtime, run_id)
         print(run_id)  # alone on the first line, for scripts: `RUN=$(plangate run … | head -1)`

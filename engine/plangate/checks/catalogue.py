@@ -153,7 +153,8 @@ def refusal_before_rules(tool: str, entry: CatalogueEntry | None, args: dict[str
         # a number the rules cannot see is no misfit of a number type besides: said once, as it is
         numeric = {spec.name for spec in entry.args if spec.type in ("int", "uint", "double")} \
             if entry is not None and entry.args else set()
-        unseen = {name for name in numeric & args.keys() if values_outside_cel({name: args[name]})}
+        unseen = {name for name in numeric & args.keys()  # the value itself, not one inside a list or map
+                  if not isinstance(args[name], (list, dict)) and values_outside_cel({name: args[name]})}
         return Refusal("the rules cannot see the call's arguments",
                        (*outside, *argument_problems(tool, entry, args, unchecked=unseen)))
     misfits = argument_problems(tool, entry, args)

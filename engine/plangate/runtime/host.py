@@ -732,7 +732,7 @@ class Runtime:
         if outdated:
             reasons = [backticked(ran) + " ran again since it verified it"] if ran else []
             if len(ran) < len(rerun):
-                reasons.append(", ".join(f"`{name}`" for name in rerun if name not in ran)
+                reasons.append(backticked([name for name in rerun if name not in ran])
                                + " has no result now (skipped, failed, or to run again)")
             record["reason"] = "what it verifies changed: " + "; ".join(reasons)
         _fold(view, self.journal.append(view.run, "recheck", record, step=step.id))
