@@ -349,3 +349,9 @@ def test_a_call_budget_of_another_kind_says_what_it_takes(written):
 ])
 def test_an_error_in_a_header_leaves_the_body_read_in_its_plan(text, expected):
     assert [d.name for d in parse_source(SourceFile("a.plan", text)).diagnostics] == expected
+
+
+def test_a_misspelt_clause_after_a_budget_figure_on_one_line_is_named_as_a_clause():
+    text = "plan p { budget { calls <= 20 tme <= 30m } step a { call t.r() } }"
+    [found] = parse_source(SourceFile("a.plan", text)).diagnostics
+    assert (found.message, found.help) == ("unexpected `tme`; expected `cost`, `time`, `calls` or `}`", "did you mean `time`?")

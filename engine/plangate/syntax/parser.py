@@ -649,7 +649,7 @@ def _literal_in_expression(name: str, text: str, token: Token) -> Diagnostic | N
                           f"`{written}` is a duration, which an expression writes as `duration(\"{written}\")`",
                           help=f'write `duration("{written}")`; durations without it are for `time` and `within`')
     if before.end(1) < token.start_pos and re.fullmatch(r"[A-Za-z]{3}", token.value) \
-            and not _ARGUMENT_NAME_AFTER.match(text, token.end_pos):
+            and not _ARGUMENT_NAME_AFTER.match(text, token.end_pos) and not _BOUND_AFTER.match(text, token.end_pos):
         return diagnostic("syntax-error", Span(name, start, token.end_pos),
                           f"`{number} {token.value}` is an amount, which an expression writes as a number",
                           help=f"write `{number}` (and the currency as its own argument if the tool needs it); "
