@@ -15,6 +15,8 @@ Invariants:
 - Under `allowance(seconds)` (the driver's, per plan checked) all requests together take at most
   that long: each is bounded by what is left, and once nothing is left every query is "unknown"
   at once. Per-query bounds alone would let a plan of many hard conditions run for hours.
+- A definite answer ("sat" with its model, "unsat") to a query text is remembered for the process
+  (bounded in count and text) and given again without the solver; "unknown" never is.
 - One worker per process, started on first use (or by `prepare()`, which lets the caller overlap
   the start with its own encoding); a forked child never talks to its parent's worker.
 """
