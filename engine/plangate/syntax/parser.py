@@ -429,11 +429,10 @@ def _blank_item(text: str, offset: int) -> str | None:
 def _repaired_header(text: str, offset: int) -> str | None:
     """`text` with an error in a plan's or policy's header (`plan deploy-v2 {`, its `{` on the next
     line or not; a stray character after the `{` on its line) mended in place, or None when the
-    error is not there. Blanking the
-    item would blank the header, and every item of the body would then stand outside any plan: a
-    false error each. So a name that does not parse becomes `x` (the document is not used: the
-    file has errors), and the rest of the line after the `{` becomes white space; lengths and
-    lines are kept, so every later error keeps its position."""
+    error is not there. Blanking the item would blank the header, and every item of the body would
+    then stand outside any plan: a false error each. So a name that does not parse becomes `x` (the
+    document is not used: the file has errors), and the rest of the line after the `{` becomes
+    white space; lengths and lines are kept, so every later error keeps its position."""
     header = None
     for match in _HEADER.finditer(text, 0, offset + 1):
         header = match
@@ -631,8 +630,10 @@ def _keyword_hint(parser: _Parser, token: Token | None, expected: set[str]) -> s
 
 def _literal_in_expression(name: str, text: str, token: Token) -> Diagnostic | None:
     """A duration (`30s`) or an amount (`2.50 usd`) written where an expression goes, as in
-    `call t.x(timeout: 30s)`: the plan's literals are not CEL. The number before the name gives it
-    away; anything else is left to the general message."""
+    `call t.x(timeout: 30s)`: the plan's literals are not CEL; or where a call budget's whole
+    number goes (`calls <= 3 usd`: `invalid-value`, as for a limit). The number before the name
+    gives it away; a name followed by `<=` is a misspelt clause (`tme <= 30m`), and it and anything
+    else are left to the general message."""
     before = _NUMBER_BEFORE.search(text, max(0, token.start_pos - 64), token.start_pos)
     if before is None:
         return None
