@@ -14,7 +14,10 @@ satisfiable?) and can it fail to fire (¬fires ∧ background satisfiable?).
 
 `assume` are expressions known to evaluate without error on every run that matters (the arguments
 a call computes: the call is made only when they evaluate); both questions are asked under that
-premise.
+premise. `given` are conditions that hold on every such run (a step's `when`s); a conjunct of them
+outside the subset is left out of the premise (`_followed`): fewer conjuncts allow more runs, so
+"never" and "must" hold for the whole, and a "may" stands only with a witness that the runtime's
+evaluator finds under every conjunct, else it is "runtime".
 
 "Fires" follows CEL: an error (a missing field, a type mismatch, a division by zero) makes the
 condition not fire, so a field selected from a run-time value may be absent unless the
