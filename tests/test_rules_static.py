@@ -738,3 +738,17 @@ def test_a_must_narrowed_to_may_under_part_of_a_when_keeps_no_example_that_skips
     plan = ("plan q { step a { call src.get() } step r { when a.result.w > 600.0 && a.result.xs.exists(x, x > 1) "
             "call pay.refund(amount: a.result.w) } }")
     assert [d.name for d in diagnostics(plan, policy)] == ["decided-at-run-time"]
+
+
+@pytest.mark.parametrize("items, expected", [
+    ("[100.0, 120.0]", []),                                  # no item is over the cap: never
+    ("[200.0, 300.0]", [("policy-deny", "deny rule `cap` fires for step `rf`")]),  # every item is: must
+    ("[100.0, 200.0]", [("policy-deny-possible", "deny rule `cap` may fire for step `rf`: it fires when "
+                                                 "`look.result.i` = 1")]),
+])
+def test_a_list_literal_indexed_by_a_run_time_value_is_one_of_its_items(items, expected):
+    """An index out of range fails the argument, so the call is not made: only the items count."""
+    policy = """policy p { tool http.get { risk read_only } tool pay.refund { risk read_only args { amount: double } }
+      deny "cap" when call.tool == "pay.refund" && args.amount > 150.0 }"""
+    plan = f"plan m {{ step look {{ call http.get() }} step rf {{ call pay.refund(amount: {items}[look.result.i]) }} }}"
+    assert [(d.name, d.message) for d in diagnostics(plan, policy)] == expected

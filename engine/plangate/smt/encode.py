@@ -348,6 +348,7 @@ def kind_of(value: object) -> str:
 
 
 SYMBOLIC = (Variable, Term, Cond)
+MAX_INDEXED_ITEMS = 64  # a list literal indexed by a run-time value: one choice per item, up to this many
 
 
 def concrete_call(function: str, value: object) -> object:
@@ -788,6 +789,12 @@ class Encoder:
 
     def _index(self, expr: Index) -> object:
         target, key = self.evaluate(expr.operand), self.evaluate(expr.index)
+        if isinstance(key, SYMBOLIC) and isinstance(target, LiteralList) and 0 < len(target) <= MAX_INDEXED_ITEMS:
+            # `[100.0, 200.0][g.result.i]`: the item whose position the index equals, else an error
+            chosen: object = Error("an index out of the list's range")
+            for position in reversed(range(len(target))):
+                chosen = self.choose(self.as_cond(self.equal(key, position)), self.reach(target[position]), chosen)
+            return self.guarded(chosen, target)
         if isinstance(key, SYMBOLIC):
             raise Unsupported("an index known only at run time")
         if isinstance(target, Error) or isinstance(key, Error):
@@ -918,7 +925,11 @@ class Encoder:
             return self.evaluate(expr.otherwise)
         if choice == ERROR:
             return Error("the condition of `?:` fails")
-        then, otherwise = self.evaluate(expr.then), self.evaluate(expr.otherwise)
+        return self.choose(choice, self.evaluate(expr.then), self.evaluate(expr.otherwise))
+
+    def choose(self, choice: Cond, then: object, otherwise: object) -> object:
+        """`then` where `choice` holds, `otherwise` where it does not (`?:`, an index known only at
+        run time): one value of one sort, defined where the chosen side is."""
         if isinstance(then, Error) and isinstance(otherwise, Error):
             return then
         if isinstance(then, Error) or isinstance(otherwise, Error):
