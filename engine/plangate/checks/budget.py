@@ -262,16 +262,9 @@ def _loads(ctx: PlanContext) -> tuple[Loads, tuple[str, ...], str | None, int, l
             currency = currency or unit
             if not shared_currency(unit, currency)[0]:
                 excluded.append(step_id)
-                # A cap that disagrees with the policy's own cost limit is the policy's to fix (and
-                # reported on it); one that disagrees with the plan's costs is the plan's.
-                if limit is None or shared_currency(unit, limit.currency)[0]:
-                    assert step.call is not None
-                    diagnostics.append(diagnostic(
-                        "currency-mismatch", step.call.tool_span,
-                        f"step `{step_id}` is charged the `{money_text(amount, unit)}` cap of tool "
-                        f"`{entry.cost_source()[0]}`, but the plan counts in `{currency}`",
-                        labels=[Label(entry.cost_source()[1], "the cap is here")],
-                        help=f"declare the step's `cost` in `{currency}`"))
+                assert step.call is not None
+                diagnostics += _cap_mismatch(entry, currency, limit, step.call.tool_span, f"step `{step_id}`",
+                                             f"declare the step's `cost` in `{currency}`")
                 amount = Decimal(0)
         else:
             amount = Decimal(0)
@@ -300,8 +293,7 @@ def _rollback_currencies(ctx: PlanContext, order: list[str], currency: str | Non
                          limit: LimitValue | None) -> list[Diagnostic]:
     """A rollback is charged its tool's cap at run time, with the plan's other costs: a cap in
     another currency than the plan's could not be added to them (the static sums leave rollbacks
-    out, so only the currency is checked here). One that disagrees with the policy's own limit is
-    reported on the policy."""
+    out, so only the currency is checked here)."""
     found: list[Diagnostic] = []
     if ctx.policy is None or currency is None:
         return found
@@ -310,14 +302,22 @@ def _rollback_currencies(ctx: PlanContext, order: list[str], currency: str | Non
         entry = ctx.policy.match(rollback.tool) if rollback is not None else None
         if rollback is None or entry is None or entry.cost_cap is None or shared_currency(entry.currency, currency)[0]:
             continue
-        if limit is None or shared_currency(entry.currency, limit.currency)[0]:
-            found.append(diagnostic(
-                "currency-mismatch", rollback.tool_span,
-                f"the rollback of step `{step_id}` is charged the `{money_text(entry.cost_cap, entry.currency)}` cap of "
-                f"tool `{entry.cost_source()[0]}`, but the plan counts in `{currency}`",
-                labels=[Label(entry.cost_source()[1], "the cap is here")],
-                help=f"state the plan's costs in `{entry.currency}`, or the cap in `{currency}`"))
+        found += _cap_mismatch(entry, currency, limit, rollback.tool_span, f"the rollback of step `{step_id}`",
+                               f"state the plan's costs in `{entry.currency}`, or the cap in `{currency}`")
     return found
+
+
+def _cap_mismatch(entry: CatalogueEntry, currency: str, limit: LimitValue | None, span: Span, charged: str,
+                  help_text: str) -> list[Diagnostic]:
+    """`currency-mismatch` for a tool's cap in another currency than the plan's, charged to a step
+    or its rollback; none where it disagrees with the policy's own cost limit too: that is the
+    policy's to fix, and reported on it."""
+    if limit is not None and not shared_currency(entry.currency, limit.currency)[0]:
+        return []
+    return [diagnostic("currency-mismatch", span,
+                       f"{charged} is charged the `{money_text(entry.cost_cap, entry.currency)}` cap of tool "  # type: ignore[arg-type]
+                       f"`{entry.cost_source()[0]}`, but the plan counts in `{currency}`",
+                       labels=[Label(entry.cost_source()[1], "the cap is here")], help=help_text)]
 
 
 def _bound_amounts(ctx: PlanContext) -> list[Decimal]:
