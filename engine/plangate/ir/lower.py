@@ -158,7 +158,7 @@ class Lowering(Transformer):
         if number != number.to_integral_value():
             self._report("invalid-value", self._tok(token), f"{what} must be a whole number, not `{text}`")
             return None
-        if (len(text.lstrip("0")) if text.isdigit() else number.adjusted() + 1) > MAX_NUMBER_DIGITS:
+        if number.adjusted() + 1 > MAX_NUMBER_DIGITS:  # its digits, leading zeros aside
             self._report("invalid-value", self._tok(token), f"{what} has more than {MAX_NUMBER_DIGITS} digits")
             return None
         value = int(number)
