@@ -730,7 +730,7 @@ def read_paths(conditions: list[cel.Expr | None]) -> frozenset[str]:
     return frozenset(found)
 
 
-class Refusal(NamedTuple):
+class DenyReason(NamedTuple):
     """One reason a policy denies a witness: its kind tells what could lift it."""
 
     kind: str  # catalogue (unknown tool, risk declared below it) | arguments (they break the schema) | rule
@@ -743,7 +743,7 @@ class Decision:
     """What one policy decides on a witness."""
 
     allowed: bool
-    reasons: list[Refusal]  # why it is denied
+    reasons: list[DenyReason]  # why it is denied
     warns: set[str]
     kinds: set[str]
     approvals: dict[str, tuple[int, int]]  # role → (count, within; FOREVER without one)
@@ -755,15 +755,15 @@ def decide_witness(policy: CompiledPolicy, entry: CatalogueEntry | None, witness
     from plangate.policy.decide import evaluator_for
 
     decision = evaluator_for(policy).decide_call(witness.activation(entry))
-    reasons: list[Refusal] = []
+    reasons: list[DenyReason] = []
     if entry is None and policy.unknown_tools != "warn":
-        reasons.append(Refusal("catalogue", f"`{witness.tool}` is not in its catalogue"))
+        reasons.append(DenyReason("catalogue", f"`{witness.tool}` is not in its catalogue"))
     lower = underdeclared(witness.tool, Risk(witness.declared) if witness.declared is not None else None, entry)
     if lower is not None:
-        reasons.append(Refusal("catalogue", lower))
+        reasons.append(DenyReason("catalogue", lower))
     if entry is not None and entry.args is not None:
-        reasons += [Refusal("arguments", problem) for problem in _argument_problems(entry.args, witness.args)]
-    reasons += [Refusal("rule", f"denied by `{rule.name}`", rule.name) for rule in decision.denied_by]
+        reasons += [DenyReason("arguments", problem) for problem in _argument_problems(entry.args, witness.args)]
+    reasons += [DenyReason("rule", f"denied by `{rule.name}`", rule.name) for rule in decision.denied_by]
     approvals: dict[str, tuple[int, int]] = {}
     for requirement in decision.requirements:
         if requirement.kind == "approval" and requirement.approval is not None:
@@ -1145,7 +1145,7 @@ def _allow_changes(results: dict[Question, list[Finding]], changes: list[Change]
     return differences
 
 
-def _reason_kind(reason: Refusal) -> str:
+def _reason_kind(reason: DenyReason) -> str:
     """What tells two findings' reasons apart: the kind, and for a rule which one."""
     return reason.text if reason.kind == "rule" else reason.kind
 
